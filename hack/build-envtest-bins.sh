@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Builds kube-apiserver and etcd from the Go module proxy and caches them by version
+# outside the clone, so envtest can run with no downloads of prebuilt binaries.
+#
+#   hack/build-envtest-bins.sh            # prints the directory holding the binaries
+#
+# Env: KQO_CACHE (default ~/.cache/kafka-queue-operator), KUBE_VERSION, ETCD_VERSION.
+set -euo pipefail
+
+KUBE_VERSION="${KUBE_VERSION:-v1.37.2}"
+ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
+CACHE="${KQO_CACHE:-$HOME/.cache/kafka-queue-operator}"
+OUT="$CACHE/envtest/k8s-${KUBE_VERSION}-etcd-${ETCD_VERSION}"
+
+if [[ -x "$OUT/kube-apiserver" && -x "$OUT/etcd" ]]; then
+  echo "$OUT"
+  exit 0
+fi
+mkdir -p "$OUT"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+log() { echo "[build-envtest-bins] $*" >&2; }
+
+if [[ ! -x "$OUT/etcd" ]]; then
+  log "building etcd ${ETCD_VERSION}"
+  mkdir -p "$work/etcd"
+  cd "$work/etcd"
+  go mod init kqo.local/etcd >/dev/null 2>&1
+  cat > main.go <<'GO'
+package main
+
+import "go.etcd.io/etcd/server/v3/etcdmain"
+
+func main() { etcdmain.Main(nil) }
+GO
+  go get "go.etcd.io/etcd/server/v3@${ETCD_VERSION}" >&2
+  go mod tidy >&2
+  CGO_ENABLED=0 go build -trimpath -o "$OUT/etcd.tmp" . >&2
+  mv "$OUT/etcd.tmp" "$OUT/etcd"
+fi
+
+if [[ ! -x "$OUT/kube-apiserver" ]]; then
+  log "building kube-apiserver ${KUBE_VERSION}"
+  mkdir -p "$work/kas"
+  cd "$work/kas"
+  go mod init kqo.local/kas >/dev/null 2>&1
+  # k8s.io/kubernetes requires its staging modules at v0.0.0 (replaced in its own repo);
+  # map each one to the published v0.X.Y that matches this release.
+  modjson="$(go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}")"
+  gomod="$(printf '%s' "$modjson" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')"
+  staging_version="v0.${KUBE_VERSION#v1.}"
+  {
+    echo "require k8s.io/kubernetes ${KUBE_VERSION}"
+    grep -E '^\s*k8s\.io/[a-z0-9-]+ v0\.0\.0\s*$' "$gomod" | awk -v v="$staging_version" '{print "replace " $1 " => " $1 " " v}' | sort -u
+  } >> go.mod
+  cat > tools.go <<'GO'
+//go:build tools
+
+package tools
+
+import _ "k8s.io/kubernetes/cmd/kube-apiserver"
+GO
+  go mod tidy >&2
+  ldflags="-X k8s.io/component-base/version.gitVersion=${KUBE_VERSION} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$KUBE_VERSION" | cut -d. -f2) -X k8s.io/component-base/version/verflag.programName=kube-apiserver"
+  CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$OUT/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver >&2
+  mv "$OUT/kube-apiserver.tmp" "$OUT/kube-apiserver"
+fi
+echo "$OUT"

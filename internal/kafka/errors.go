@@ -1,0 +1,100 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Error is a failure of one Kafka operation, on one resource when Resource is set. Err is the
+// broker's error (a *kerr.Error when the broker answered with an error code) or a transport
+// error; Message is the broker's error message, when it sent one.
+type Error struct {
+	Op       string
+	Resource string
+	Err      error
+	Message  string
+}
+
+func (e *Error) Error() string {
+	s := e.Op
+	if e.Resource != "" {
+		s += " " + e.Resource
+	}
+	s += ": " + e.Err.Error()
+	if e.Message != "" && e.Message != e.Err.Error() {
+		s += ": " + e.Message
+	}
+	return s
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+func wrap(op, resource string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ke *Error
+	if errors.As(err, &ke) {
+		return err
+	}
+	return &Error{Op: op, Resource: resource, Err: err}
+}
+
+func itemErr(op, resource string, code int16, msg *string) error {
+	err := kerr.ErrorForCode(code)
+	if err == nil {
+		return nil
+	}
+	e := &Error{Op: op, Resource: resource, Err: err}
+	if msg != nil {
+		e.Message = *msg
+	}
+	return e
+}
+
+// IsInvalidConfig reports a config the broker refused (INVALID_CONFIG, e.g. outside the
+// KIP-1240 bounds, or a key the broker does not know).
+func IsInvalidConfig(err error) bool { return errors.Is(err, kerr.InvalidConfig) }
+
+// IsNotFound reports a topic or group that does not exist.
+func IsNotFound(err error) bool {
+	return errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.GroupIDNotFound) ||
+		errors.Is(err, kerr.UnknownTopicID)
+}
+
+// IsAlreadyExists reports a topic that already exists.
+func IsAlreadyExists(err error) bool { return errors.Is(err, kerr.TopicAlreadyExists) }
+
+// IsAuthorization reports an ACL denial: the user must grant the operator's principal access.
+func IsAuthorization(err error) bool {
+	return errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.GroupAuthorizationFailed) ||
+		errors.Is(err, kerr.ClusterAuthorizationFailed) || errors.Is(err, kerr.SaslAuthenticationFailed)
+}
+
+// IsRetriable reports an error that may go away by itself (broker down, leader moving,
+// timeouts).
+func IsRetriable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	return kerr.IsRetriable(err) || !isKerr(err)
+}
+
+// IsUnsupported reports a request or feature the broker does not support.
+func IsUnsupported(err error) bool {
+	return errors.Is(err, kerr.UnsupportedVersion) || errors.Is(err, kerr.InvalidRequest) ||
+		errors.Is(err, kerr.UnsupportedForMessageFormat)
+}
+
+func isKerr(err error) bool {
+	var ke *kerr.Error
+	return errors.As(err, &ke)
+}
+
+var errNoBrokers = fmt.Errorf("no brokers in metadata")

@@ -1,0 +1,190 @@
+package kafka
+
+import (
+	"context"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Topic is one topic as the metadata describes it.
+type Topic struct {
+	Name string
+	// ID is the topic id in Kafka's base64 form; empty when the broker has none.
+	ID string
+	// Partitions is the partition count.
+	Partitions int32
+	// ReplicationFactor is the smallest replica count over the partitions.
+	ReplicationFactor int32
+	// Replicas maps each partition to its replica broker ids.
+	Replicas map[int32][]int32
+	// ISR maps each partition to its in-sync replicas.
+	ISR map[int32][]int32
+	// Internal is true for internal topics such as __share_group_state.
+	Internal bool
+	// Err is the topic's item error; IsNotFound(Err) when the topic does not exist.
+	Err error
+}
+
+// UnderReplicated counts partitions whose ISR is smaller than their replica set.
+func (t Topic) UnderReplicated() int32 {
+	var n int32
+	for p, rs := range t.Replicas {
+		if len(t.ISR[p]) < len(rs) {
+			n++
+		}
+	}
+	return n
+}
+
+// DescribeTopics reads the metadata of the named topics in one Metadata request (auto
+// creation off). Missing topics have Err with IsNotFound.
+func (c *Client) DescribeTopics(ctx context.Context, names ...string) (map[string]Topic, error) {
+	out := make(map[string]Topic, len(names))
+	if len(names) == 0 {
+		return out, nil
+	}
+	m, err := c.adm.Metadata(ctx, names...)
+	if err != nil {
+		return nil, wrap("Metadata", "", err)
+	}
+	for _, name := range names {
+		td, ok := m.Topics[name]
+		if !ok {
+			out[name] = Topic{Name: name, Err: &Error{Op: "Metadata", Resource: "topic " + name, Err: kerr.UnknownTopicOrPartition}}
+			continue
+		}
+		if td.Err != nil {
+			out[name] = Topic{Name: name, Err: &Error{Op: "Metadata", Resource: "topic " + name, Err: td.Err}}
+			continue
+		}
+		t := Topic{Name: name, Internal: td.IsInternal, Partitions: int32(len(td.Partitions)), Replicas: map[int32][]int32{}, ISR: map[int32][]int32{}}
+		if td.ID != ([16]byte{}) {
+			t.ID = td.ID.String()
+		}
+		first := true
+		for p, pd := range td.Partitions {
+			t.Replicas[p] = pd.Replicas
+			t.ISR[p] = pd.ISR
+			if first || int32(len(pd.Replicas)) < t.ReplicationFactor {
+				t.ReplicationFactor = int32(len(pd.Replicas))
+				first = false
+			}
+		}
+		out[name] = t
+	}
+	return out, nil
+}
+
+// NewTopic is a topic to create.
+type NewTopic struct {
+	Name       string
+	Partitions int32
+	// ReplicationFactor is the replica count; -1 uses the brokers' default.replication.factor.
+	ReplicationFactor int16
+	Configs           map[string]string
+}
+
+// CreatedTopic is one CreateTopics result.
+type CreatedTopic struct {
+	Name string
+	ID   string
+	// Err is the item error: TOPIC_ALREADY_EXISTS (IsAlreadyExists), INVALID_CONFIG,
+	// INVALID_REPLICATION_FACTOR, POLICY_VIOLATION, ...
+	Err error
+}
+
+// CreateTopics creates many topics in one request to the controller, each with its own
+// partitions, replication factor and configs.
+func (c *Client) CreateTopics(ctx context.Context, topics []NewTopic) (map[string]CreatedTopic, error) {
+	out := make(map[string]CreatedTopic, len(topics))
+	if len(topics) == 0 {
+		return out, nil
+	}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 15000
+	for _, t := range topics {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic = t.Name
+		rt.NumPartitions = t.Partitions
+		rt.ReplicationFactor = t.ReplicationFactor
+		keys := make([]string, 0, len(t.Configs))
+		for k := range t.Configs {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			rc := kmsg.NewCreateTopicsRequestTopicConfig()
+			rc.Name = k
+			v := t.Configs[k]
+			rc.Value = &v
+			rt.Configs = append(rt.Configs, rc)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err != nil {
+		return nil, wrap("CreateTopics", "", err)
+	}
+	for _, t := range resp.Topics {
+		ct := CreatedTopic{Name: t.Topic, Err: itemErr("CreateTopics", "topic "+t.Topic, t.ErrorCode, t.ErrorMessage)}
+		if t.TopicID != ([16]byte{}) {
+			ct.ID = topicID(t.TopicID)
+		}
+		out[t.Topic] = ct
+	}
+	return out, nil
+}
+
+// GrowPartitions raises each topic's partition count to the given total (CreatePartitions).
+// Item errors: INVALID_PARTITIONS when the total is not larger, UNKNOWN_TOPIC_OR_PARTITION.
+func (c *Client) GrowPartitions(ctx context.Context, totals map[string]int32) (map[string]error, error) {
+	out := make(map[string]error, len(totals))
+	if len(totals) == 0 {
+		return out, nil
+	}
+	req := kmsg.NewPtrCreatePartitionsRequest()
+	req.TimeoutMillis = 15000
+	for name, n := range totals {
+		rt := kmsg.NewCreatePartitionsRequestTopic()
+		rt.Topic = name
+		rt.Count = n
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err != nil {
+		return nil, wrap("CreatePartitions", "", err)
+	}
+	for _, t := range resp.Topics {
+		out[t.Topic] = itemErr("CreatePartitions", "topic "+t.Topic, t.ErrorCode, t.ErrorMessage)
+	}
+	return out, nil
+}
+
+// DeleteTopics deletes the named topics. A topic that is already gone is not an error.
+func (c *Client) DeleteTopics(ctx context.Context, names ...string) (map[string]error, error) {
+	out := make(map[string]error, len(names))
+	if len(names) == 0 {
+		return out, nil
+	}
+	res, err := c.adm.DeleteTopics(ctx, names...)
+	if err != nil {
+		return nil, wrap("DeleteTopics", "", err)
+	}
+	for _, name := range names {
+		r, ok := res[name]
+		switch {
+		case !ok:
+			out[name] = nil
+		case r.Err != nil && !IsNotFound(r.Err):
+			out[name] = &Error{Op: "DeleteTopics", Resource: "topic " + name, Err: r.Err, Message: r.ErrMessage}
+		default:
+			out[name] = nil
+		}
+	}
+	return out, nil
+}
+
+func topicID(id [16]byte) string { return kadm.TopicID(id).String() }
