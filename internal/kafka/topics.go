@@ -91,6 +91,10 @@ type NewTopic struct {
 type CreatedTopic struct {
 	Name string
 	ID   string
+	// Partitions and ReplicationFactor are what the controller created (brokers' defaults
+	// resolved), when the broker reports them.
+	Partitions        int32
+	ReplicationFactor int32
 	// Err is the item error: TOPIC_ALREADY_EXISTS (IsAlreadyExists), INVALID_CONFIG,
 	// INVALID_REPLICATION_FACTOR, POLICY_VIOLATION, ...
 	Err error
@@ -129,7 +133,8 @@ func (c *Client) CreateTopics(ctx context.Context, topics []NewTopic) (map[strin
 		return nil, wrap("CreateTopics", "", err)
 	}
 	for _, t := range resp.Topics {
-		ct := CreatedTopic{Name: t.Topic, Err: itemErr("CreateTopics", "topic "+t.Topic, t.ErrorCode, t.ErrorMessage)}
+		ct := CreatedTopic{Name: t.Topic, Partitions: t.NumPartitions, ReplicationFactor: int32(t.ReplicationFactor),
+			Err: itemErr("CreateTopics", "topic "+t.Topic, t.ErrorCode, t.ErrorMessage)}
 		if t.TopicID != ([16]byte{}) {
 			ct.ID = topicID(t.TopicID)
 		}

@@ -1,0 +1,83 @@
+package v1alpha1
+
+// Condition reasons. Each is CamelCase, as metav1.Condition requires; the message of a False
+// condition names the field, the value and the bound or setting involved.
+const (
+	// ReasonReady: everything declared is in place.
+	ReasonReady = "Ready"
+	// ReasonProgressing: the operator is applying changes or waiting for them to land.
+	ReasonProgressing = "Progressing"
+	// ReasonPlanned: reconcile mode Plan computed status.plannedChanges and applied nothing.
+	ReasonPlanned = "Planned"
+	// ReasonPaused: reconcile mode Paused; nothing is read or written.
+	ReasonPaused = "Paused"
+	// ReasonObserveOnly: reconcile mode ObserveOnly; status is kept, nothing is written.
+	ReasonObserveOnly = "ObserveOnly"
+
+	// ReasonConnected: the operator reached the brokers.
+	ReasonConnected = "Connected"
+	// ReasonConnectionFailed: the bootstrap servers could not be reached or refused the
+	// client (network, TLS, SASL).
+	ReasonConnectionFailed = "ConnectionFailed"
+	// ReasonSecretNotFound: a Secret the KafkaCluster references is missing or lacks a key.
+	ReasonSecretNotFound = "SecretNotFound"
+	// ReasonShareGroupsEnabled: share.version >= 1 is finalized.
+	ReasonShareGroupsEnabled = "ShareGroupsEnabled"
+	// ReasonShareGroupsDisabled: share.version is 0; share groups do not work until it is
+	// finalized at 1 or more.
+	ReasonShareGroupsDisabled = "ShareGroupsDisabled"
+	// ReasonFeatureFinalized: the operator raised a feature level (featurePolicy Finalize).
+	ReasonFeatureFinalized = "FeatureFinalized"
+	// ReasonFeatureUnsupported: targetShareVersion is above what every broker supports.
+	ReasonFeatureUnsupported = "FeatureUnsupported"
+	// ReasonFeatureUpdateFailed: UpdateFeatures was refused.
+	ReasonFeatureUpdateFailed = "FeatureUpdateFailed"
+	// ReasonShareStateReplicated: __share_group_state has the replication the cluster can hold.
+	ReasonShareStateReplicated = "Replicated"
+	// ReasonShareStateNotCreated: __share_group_state does not exist yet; it is created on
+	// first share-group use.
+	ReasonShareStateNotCreated = "NotCreated"
+	// ReasonShareStateUnderReplicated: the topic's RF or ISR is below target.
+	ReasonShareStateUnderReplicated = "UnderReplicated"
+	// ReasonShareStateUncreatable: the brokers' share.coordinator.state.topic.replication.factor
+	// exceeds the broker count, so the topic cannot be created.
+	ReasonShareStateUncreatable = "ReplicationFactorExceedsBrokers"
+	// ReasonShareStateReassigning: partition reassignments raising the RF are in progress.
+	ReasonShareStateReassigning = "Reassigning"
+
+	// ReasonClusterNotFound: the referenced KafkaCluster does not exist.
+	ReasonClusterNotFound = "ClusterNotFound"
+	// ReasonClusterNotReady: the referenced KafkaCluster is not connected yet.
+	ReasonClusterNotReady = "ClusterNotReady"
+	// ReasonTopicNotFound: adoptionPolicy Adopt and the topic does not exist (waiting).
+	ReasonTopicNotFound = "TopicNotFound"
+	// ReasonTopicExists: adoptionPolicy Create and the topic already exists.
+	ReasonTopicExists = "TopicExists"
+	// ReasonTopicIDChanged: the topic was deleted and recreated outside the operator; its id
+	// no longer matches status.topicId.
+	ReasonTopicIDChanged = "TopicIDChanged"
+	// ReasonPartitionCountMismatch: the topic has more partitions than declared.
+	ReasonPartitionCountMismatch = "PartitionCountMismatch"
+	// ReasonReplicationFactorMismatch: the topic's RF differs from the declared one; the
+	// operator does not reassign replicas of queue topics.
+	ReasonReplicationFactorMismatch = "ReplicationFactorMismatch"
+	// ReasonKafkaRejected: the broker refused a change (message carries its error).
+	ReasonKafkaRejected = "KafkaRejected"
+	// ReasonKafkaUnavailable: a Kafka request failed for a transient reason; retrying.
+	ReasonKafkaUnavailable = "KafkaUnavailable"
+	// ReasonDriftDetected: live configs differ from the spec and driftPolicy is Report.
+	ReasonDriftDetected = "DriftDetected"
+
+	// ReasonValid: every declared value can be applied as written.
+	ReasonValid = "Valid"
+	// ReasonOutOfBrokerBounds: a value lies outside the brokers' KIP-1240 min/max bounds and
+	// boundsPolicy is Reject; it was not written.
+	ReasonOutOfBrokerBounds = "OutOfBrokerBounds"
+	// ReasonClampedToBrokerBounds: boundsPolicy Clamp wrote a value clamped to a bound.
+	ReasonClampedToBrokerBounds = "ClampedToBrokerBounds"
+	// ReasonUnsupportedByCluster: a field maps to a group config the brokers do not report
+	// (for example share.delivery.count.limit before Kafka 4.3).
+	ReasonUnsupportedByCluster = "UnsupportedByCluster"
+	// ReasonDeleting: the resource is being deleted.
+	ReasonDeleting = "Deleting"
+)

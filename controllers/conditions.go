@@ -1,0 +1,48 @@
+package controllers
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+)
+
+// setCondition sets one condition with observedGeneration; LastTransitionTime moves only when
+// the status flips (meta.SetStatusCondition).
+func setCondition(conds *[]metav1.Condition, typ string, in condInput, generation int64) {
+	msg := in.Message
+	if len(msg) > 32768 {
+		msg = msg[:32765] + "..."
+	}
+	meta.SetStatusCondition(conds, metav1.Condition{
+		Type: typ, Status: in.Status, Reason: in.Reason, Message: msg, ObservedGeneration: generation,
+	})
+}
+
+// setKstatus sets Ready, Reconciling and Stalled together so GitOps tools read them the same
+// way (kstatus): Ready=True with both others False; otherwise Stalled when the user must
+// act, Reconciling when the operator is still working or waiting.
+func setKstatus(conds *[]metav1.Condition, ready condInput, stalled bool, generation int64) {
+	setCondition(conds, kqv1.ConditionReady, ready, generation)
+	switch {
+	case ready.Status == metav1.ConditionTrue:
+		setCondition(conds, kqv1.ConditionReconciling, condInput{metav1.ConditionFalse, kqv1.ReasonReady, "reconciled"}, generation)
+		setCondition(conds, kqv1.ConditionStalled, condInput{metav1.ConditionFalse, kqv1.ReasonReady, "not stalled"}, generation)
+	case stalled:
+		setCondition(conds, kqv1.ConditionReconciling, condInput{metav1.ConditionFalse, ready.Reason, "waiting for a change to the spec or the cluster"}, generation)
+		setCondition(conds, kqv1.ConditionStalled, condInput{metav1.ConditionTrue, ready.Reason, ready.Message}, generation)
+	default:
+		setCondition(conds, kqv1.ConditionReconciling, condInput{metav1.ConditionTrue, ready.Reason, ready.Message}, generation)
+		setCondition(conds, kqv1.ConditionStalled, condInput{metav1.ConditionFalse, ready.Reason, "not stalled"}, generation)
+	}
+}
+
+// reconcileMode reads the kafkaqueues.io/reconcile annotation (Active when absent or unknown).
+func reconcileMode(annotations map[string]string) string {
+	switch v := annotations[kqv1.ReconcileAnnotation]; v {
+	case kqv1.ReconcilePaused, kqv1.ReconcileObserveOnly, kqv1.ReconcilePlan:
+		return v
+	default:
+		return kqv1.ReconcileActive
+	}
+}

@@ -1,0 +1,117 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+)
+
+// secretError is a missing Secret or key; the KafkaCluster reports it as SecretNotFound.
+type secretError struct{ msg string }
+
+func (e *secretError) Error() string { return e.msg }
+
+// clusterKey is the pool key of a KafkaCluster.
+func clusterKey(kc *kqv1.KafkaCluster) string { return kc.Namespace + "/" + kc.Name }
+
+// clientFor returns the pooled client of a KafkaCluster, rebuilding it when the connection
+// settings or the content of a referenced Secret changed. Secret values never leave this
+// function except inside the client's configuration (never in errors, logs or status).
+func clientFor(ctx context.Context, secrets client.Reader, pool *kafka.Pool, kc *kqv1.KafkaCluster) (*kafka.Client, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "bootstrap=%s\n", strings.Join(kc.Spec.BootstrapServers, ","))
+	cfg := kafka.Config{BootstrapServers: kc.Spec.BootstrapServers}
+
+	getKey := func(name, key string) ([]byte, error) {
+		var s corev1.Secret
+		if err := secrets.Get(ctx, types.NamespacedName{Namespace: kc.Namespace, Name: name}, &s); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, &secretError{fmt.Sprintf("Secret %s/%s not found", kc.Namespace, name)}
+			}
+			return nil, fmt.Errorf("reading Secret %s/%s: %w", kc.Namespace, name, err)
+		}
+		v, ok := s.Data[key]
+		if !ok {
+			return nil, &secretError{fmt.Sprintf("Secret %s/%s has no key %q", kc.Namespace, name, key)}
+		}
+		return v, nil
+	}
+
+	if t := kc.Spec.TLS; t != nil {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+		fmt.Fprintf(h, "tls servername=%s\n", t.ServerName)
+		if t.CASecretRef != nil {
+			ca, err := getKey(t.CASecretRef.Name, t.CASecretRef.Key)
+			if err != nil {
+				return nil, err
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(ca) {
+				return nil, &secretError{fmt.Sprintf("Secret %s/%s key %q holds no PEM certificate", kc.Namespace, t.CASecretRef.Name, t.CASecretRef.Key)}
+			}
+			tc.RootCAs = pool
+			h.Write(ca)
+		}
+		if t.ClientCertSecretName != "" {
+			crt, err := getKey(t.ClientCertSecretName, corev1.TLSCertKey)
+			if err != nil {
+				return nil, err
+			}
+			key, err := getKey(t.ClientCertSecretName, corev1.TLSPrivateKeyKey)
+			if err != nil {
+				return nil, err
+			}
+			pair, err := tls.X509KeyPair(crt, key)
+			if err != nil {
+				return nil, &secretError{fmt.Sprintf("Secret %s/%s: tls.crt/tls.key do not form a key pair", kc.Namespace, t.ClientCertSecretName)}
+			}
+			tc.Certificates = []tls.Certificate{pair}
+			h.Write(crt)
+			h.Write(key)
+		}
+		cfg.TLS = tc
+	}
+	if s := kc.Spec.SASL; s != nil {
+		user, err := getKey(s.SecretName, "username")
+		if err != nil {
+			return nil, err
+		}
+		pass, err := getKey(s.SecretName, "password")
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(h, "sasl=%s\n", s.Mechanism)
+		h.Write(user)
+		h.Write(pass)
+		var m sasl.Mechanism
+		switch s.Mechanism {
+		case kqv1.SASLMechanismPlain:
+			m = plain.Auth{User: string(user), Pass: string(pass)}.AsMechanism()
+		case kqv1.SASLMechanismScramSHA256:
+			m = scram.Auth{User: string(user), Pass: string(pass)}.AsSha256Mechanism()
+		case kqv1.SASLMechanismScramSHA512:
+			m = scram.Auth{User: string(user), Pass: string(pass)}.AsSha512Mechanism()
+		default:
+			return nil, fmt.Errorf("sasl.mechanism %q is not supported", s.Mechanism)
+		}
+		cfg.SASL = m
+	}
+	fp := hex.EncodeToString(h.Sum(nil))
+	return pool.Get(clusterKey(kc), fp, func() (kafka.Config, error) { return cfg, nil })
+}

@@ -1,0 +1,36 @@
+package controllers
+
+import (
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+)
+
+// Options are the manager-wide settings of the reconcilers.
+type Options struct {
+	// ProbeInterval is how often each KafkaCluster is re-probed (brokers joining or leaving,
+	// bounds changed by a rolling restart).
+	ProbeInterval time.Duration
+	// ResyncInterval is how often each ShareQueue is re-checked against Kafka.
+	ResyncInterval time.Duration
+	// KafkaTimeout bounds the Kafka requests of one reconcile.
+	KafkaTimeout time.Duration
+}
+
+// SetupAll registers every reconciler with the manager, sharing one Kafka client pool (one
+// long-lived client per KafkaCluster).
+func SetupAll(mgr ctrl.Manager, pool *kafka.Pool, opts Options) error {
+	recorder := mgr.GetEventRecorder("kafka-queue-operator")
+	if err := (&KafkaClusterReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder,
+		ProbeInterval: opts.ProbeInterval, KafkaTimeout: opts.KafkaTimeout,
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return (&ShareQueueReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder,
+		ResyncInterval: opts.ResyncInterval, KafkaTimeout: opts.KafkaTimeout,
+	}).SetupWithManager(mgr)
+}

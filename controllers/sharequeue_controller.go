@@ -1,0 +1,549 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+)
+
+// CleanupFinalizer guards deletionPolicy Delete: the topic and group are deleted before the
+// ShareQueue goes away. ShareQueues with deletionPolicy Retain carry no finalizer.
+const CleanupFinalizer = "kafkaqueues.io/cleanup"
+
+// clusterRefIndex indexes ShareQueues by spec.clusterRef.name.
+const clusterRefIndex = "spec.clusterRef.name"
+
+// finalizerGiveUp is how long a deleting ShareQueue waits for an unreachable cluster before
+// its finalizer is removed anyway (an Event says what was left in Kafka), so a namespace
+// never wedges.
+const finalizerGiveUp = 10 * time.Minute
+
+// ShareQueueReconciler turns a ShareQueue into a Kafka topic plus share-group configs:
+// observe → plan (pure, planQueue) → apply (batched admin requests; nothing when the plan is
+// empty) → report (status written only when it changed).
+type ShareQueueReconciler struct {
+	client.Client
+	APIReader client.Reader
+	Pool      *kafka.Pool
+	Recorder  events.EventRecorder
+	// ResyncInterval is how often a queue is re-checked against Kafka (drift, group state).
+	ResyncInterval time.Duration
+	KafkaTimeout   time.Duration
+}
+
+// +kubebuilder:rbac:groups=kafkaqueues.io,resources=sharequeues,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=kafkaqueues.io,resources=sharequeues/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=kafkaqueues.io,resources=sharequeues/finalizers,verbs=update
+// +kubebuilder:rbac:groups=kafkaqueues.io,resources=kafkaclusters,verbs=get;list;watch
+
+// Reconcile brings one ShareQueue's topic and group in line with its spec.
+func (r *ShareQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	var sq kqv1.ShareQueue
+	if err := r.Get(ctx, req.NamespacedName, &sq); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	mode := reconcileMode(sq.Annotations)
+	original := sq.DeepCopy()
+	gen := sq.Generation
+
+	if mode == kqv1.ReconcilePaused {
+		setCondition(&sq.Status.Conditions, kqv1.ConditionReconciling, condInput{metav1.ConditionFalse, kqv1.ReasonPaused,
+			"annotation kafkaqueues.io/reconcile=Paused: nothing is read or written"}, gen)
+		return ctrl.Result{}, r.patchStatus(ctx, original, &sq)
+	}
+
+	if !sq.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, &sq)
+	}
+	if err := r.syncFinalizer(ctx, &sq); err != nil {
+		return ctrl.Result{}, err
+	}
+	original = sq.DeepCopy()
+	sq.Status.TopicName, sq.Status.GroupID = topicNameOf(&sq), groupIDOf(&sq)
+	sq.Status.ObservedGeneration = gen
+
+	// --- cluster
+	var kc kqv1.KafkaCluster
+	if err := r.Get(ctx, types.NamespacedName{Namespace: sq.Namespace, Name: sq.Spec.ClusterRef.Name}, &kc); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		r.waiting(&sq, kqv1.ReasonClusterNotFound, fmt.Sprintf("KafkaCluster %s/%s (spec.clusterRef.name) does not exist", sq.Namespace, sq.Spec.ClusterRef.Name))
+		return ctrl.Result{}, r.patchStatus(ctx, original, &sq) // the KafkaCluster watch brings us back
+	}
+	if c := findCondition(kc.Status.Conditions, kqv1.ConditionConnected); c == nil || c.Status != metav1.ConditionTrue {
+		msg := fmt.Sprintf("KafkaCluster %s is not connected yet", kc.Name)
+		if c != nil {
+			msg = fmt.Sprintf("KafkaCluster %s is not connected: %s", kc.Name, c.Message)
+		}
+		r.waiting(&sq, kqv1.ReasonClusterNotReady, msg)
+		return ctrl.Result{}, r.patchStatus(ctx, original, &sq)
+	}
+	kctx, cancel := context.WithTimeout(ctx, r.KafkaTimeout)
+	defer cancel()
+	cl, err := clientFor(kctx, r.APIReader, r.Pool, &kc)
+	if err != nil {
+		r.waiting(&sq, kqv1.ReasonClusterNotReady, fmt.Sprintf("KafkaCluster %s: %v", kc.Name, err))
+		return ctrl.Result{}, errors.Join(err, r.patchStatus(ctx, original, &sq))
+	}
+
+	// --- observe
+	obs, group, err := r.observe(kctx, cl, &sq, kc.Status)
+	if err != nil {
+		r.waiting(&sq, kqv1.ReasonKafkaUnavailable, fmt.Sprintf("reading topic %s / group %s: %v", sq.Status.TopicName, sq.Status.GroupID, err))
+		return ctrl.Result{}, errors.Join(err, r.patchStatus(ctx, original, &sq))
+	}
+
+	// --- plan
+	plan := planQueue(&sq, obs)
+	res := applyResult{topicID: obs.Topic.ID, partitions: plan.Partitions, rf: obs.Topic.ReplicationFactor}
+
+	// --- apply
+	switch mode {
+	case kqv1.ReconcileActive:
+		sq.Status.PlannedChanges = nil
+		res = r.apply(kctx, cl, &sq, &plan, res)
+	default: // Plan, ObserveOnly
+		sq.Status.PlannedChanges = plan.Changes()
+	}
+
+	// --- report
+	r.report(&sq, &plan, res, group, mode)
+	if err := r.patchStatus(ctx, original, &sq); err != nil {
+		return ctrl.Result{}, err
+	}
+	if res.transient != nil {
+		logger.Info("kafka request failed; retrying", "error", res.transient.Error())
+		return ctrl.Result{}, res.transient
+	}
+	if plan.TopicReady.Reason == kqv1.ReasonTopicNotFound {
+		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
+	}
+	return ctrl.Result{RequeueAfter: r.ResyncInterval}, nil
+}
+
+// observe reads the live topic, its configs, the group configs and the share group.
+func (r *ShareQueueReconciler) observe(ctx context.Context, cl *kafka.Client, sq *kqv1.ShareQueue, cs kqv1.KafkaClusterStatus) (queueObservation, *kqv1.QueueGroupStatus, error) {
+	obs := queueObservation{Cluster: cs}
+	topicName, groupID := sq.Status.TopicName, sq.Status.GroupID
+	topics, err := cl.DescribeTopics(ctx, topicName)
+	if err != nil {
+		return obs, nil, err
+	}
+	obs.Topic = topics[topicName]
+	if obs.Topic.Err != nil && !kafka.IsNotFound(obs.Topic.Err) {
+		return obs, nil, obs.Topic.Err
+	}
+	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: groupID}
+	topicKey := kafka.ResourceKey{Type: kafka.TopicResource, Name: topicName}
+	keys := []kafka.ResourceKey{groupKey}
+	if obs.Topic.Err == nil {
+		keys = append(keys, topicKey)
+	}
+	cfgs, err := cl.DescribeConfigs(ctx, keys)
+	if err != nil {
+		return obs, nil, err
+	}
+	if rc := cfgs[groupKey]; rc.Err == nil {
+		obs.GroupConfigs = rc.Configs
+	} else if !kafka.IsUnsupported(rc.Err) {
+		return obs, nil, rc.Err
+	}
+	if obs.Topic.Err == nil {
+		rc := cfgs[topicKey]
+		if rc.Err != nil {
+			return obs, nil, rc.Err
+		}
+		obs.TopicConfigs = rc.Configs
+	}
+	if cs.ShareVersion < 1 {
+		return obs, nil, nil
+	}
+	// The share group's state is informative: a failure here does not hold the queue back.
+	groups, err := cl.DescribeShareGroups(ctx, groupID)
+	if err != nil {
+		return obs, sq.Status.Group, nil
+	}
+	g := groups[groupID]
+	if g.Err != nil {
+		return obs, sq.Status.Group, nil
+	}
+	gs := &kqv1.QueueGroupStatus{State: g.State, Members: g.Members, TotalLag: g.TotalLag}
+	if !g.Exists {
+		gs.State = "NotCreated"
+	}
+	return obs, gs, nil
+}
+
+// applyResult is what applying a plan produced.
+type applyResult struct {
+	topicID      string
+	topicCreated bool
+	partitions   int32
+	rf           int32
+	topicErr     error // non-retriable item error on the topic
+	groupErr     error // non-retriable item error on the group configs
+	transient    error // a retriable failure: status says so and the reconcile is retried
+}
+
+// apply makes the plan's Kafka writes: one CreateTopics, one CreatePartitions and one
+// IncrementalAlterConfigs (topic and group together) at most; none when the plan is empty.
+func (r *ShareQueueReconciler) apply(ctx context.Context, cl *kafka.Client, sq *kqv1.ShareQueue, plan *queuePlan, res applyResult) applyResult {
+	classify := func(err error, target *error) {
+		if err == nil {
+			return
+		}
+		if kafka.IsRetriable(err) {
+			res.transient = errors.Join(res.transient, err)
+		} else {
+			*target = err
+		}
+	}
+	if t := plan.CreateTopic; t != nil {
+		created, err := cl.CreateTopics(ctx, []kafka.NewTopic{*t})
+		if err != nil {
+			classify(err, &res.topicErr)
+		} else if ct := created[t.Name]; ct.Err != nil {
+			classify(ct.Err, &res.topicErr)
+		} else {
+			res.topicID, res.topicCreated, res.partitions, res.rf = ct.ID, true, ct.Partitions, ct.ReplicationFactor
+			r.event(sq, corev1.EventTypeNormal, "TopicCreated", "CreateTopic", strings.Join(plan.Changes()[:1], ""))
+		}
+	}
+	if plan.GrowPartitionsTo > 0 {
+		grown, err := cl.GrowPartitions(ctx, map[string]int32{plan.TopicName: plan.GrowPartitionsTo})
+		if err == nil {
+			err = grown[plan.TopicName]
+		}
+		if err != nil {
+			classify(err, &res.topicErr)
+		} else {
+			res.partitions = plan.GrowPartitionsTo
+			r.event(sq, corev1.EventTypeNormal, "PartitionsGrown", "GrowPartitions", fmt.Sprintf("topic %s grown to %d partitions", plan.TopicName, plan.GrowPartitionsTo))
+		}
+	}
+	var alts []kafka.Alteration
+	topicKey := kafka.ResourceKey{Type: kafka.TopicResource, Name: plan.TopicName}
+	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: plan.GroupID}
+	if len(plan.TopicConfigs) > 0 {
+		alts = append(alts, kafka.Alteration{Resource: topicKey, Configs: plan.TopicConfigs})
+	}
+	if len(plan.GroupConfigs) > 0 {
+		alts = append(alts, kafka.Alteration{Resource: groupKey, Configs: plan.GroupConfigs})
+	}
+	if len(alts) > 0 {
+		out, err := cl.IncrementalAlterConfigs(ctx, alts)
+		if err != nil {
+			classify(err, &res.groupErr)
+			if len(plan.TopicConfigs) > 0 {
+				classify(err, &res.topicErr)
+			}
+		} else {
+			if len(plan.TopicConfigs) > 0 {
+				if e := out[topicKey]; e != nil {
+					classify(e, &res.topicErr)
+				} else {
+					r.event(sq, corev1.EventTypeNormal, "TopicConfigUpdated", "AlterConfigs", changesOf(plan.TopicConfigs, "topic "+plan.TopicName))
+				}
+			}
+			if len(plan.GroupConfigs) > 0 {
+				if e := out[groupKey]; e != nil {
+					classify(e, &res.groupErr)
+				} else {
+					r.event(sq, corev1.EventTypeNormal, "GroupConfigUpdated", "AlterConfigs", changesOf(plan.GroupConfigs, "group "+plan.GroupID))
+				}
+			}
+		}
+	}
+	return res
+}
+
+func changesOf(cs []kafka.AlterConfig, resource string) string {
+	parts := make([]string, 0, len(cs))
+	for _, c := range cs {
+		parts = append(parts, describeAlter(resource, c))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// stallingReasons need a change from the user; other False reasons are waits.
+var stallingReasons = map[string]bool{
+	kqv1.ReasonOutOfBrokerBounds: true, kqv1.ReasonUnsupportedByCluster: true, kqv1.ReasonKafkaRejected: true,
+	kqv1.ReasonTopicExists: true, kqv1.ReasonTopicIDChanged: true, kqv1.ReasonPartitionCountMismatch: true,
+	kqv1.ReasonReplicationFactorMismatch: true, kqv1.ReasonDriftDetected: true,
+}
+
+// report writes the plan's and the apply's outcome into status.
+func (r *ShareQueueReconciler) report(sq *kqv1.ShareQueue, plan *queuePlan, res applyResult, group *kqv1.QueueGroupStatus, mode string) {
+	gen := sq.Generation
+	st := &sq.Status
+	if st.TopicID == "" && res.topicID != "" {
+		st.TopicID = res.topicID // pinned: a recreated topic is detected, not adopted
+	}
+	if res.topicCreated {
+		st.TopicCreated = true
+	}
+	st.Partitions, st.ReplicationFactor = res.partitions, res.rf
+	st.Group = group
+
+	topicCond, groupCond, validCond := plan.TopicReady, plan.GroupConfig, plan.ConfigValid
+	effective := plan.Effective
+	if mode != kqv1.ReconcileActive {
+		effective = plan.EffectiveNow
+	}
+	if res.topicErr != nil {
+		topicCond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, res.topicErr.Error()}
+		if plan.CreateTopic != nil {
+			st.Partitions = 0
+		}
+	}
+	if res.groupErr != nil {
+		groupCond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, res.groupErr.Error()}
+		if kafka.IsInvalidConfig(res.groupErr) {
+			validCond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, "the brokers refused the group configs: " + res.groupErr.Error()}
+		}
+		effective = plan.EffectiveNow
+	}
+	if res.transient != nil {
+		if plan.CreateTopic != nil && res.topicID == "" {
+			topicCond = condInput{metav1.ConditionUnknown, kqv1.ReasonKafkaUnavailable, res.transient.Error()}
+		}
+		if len(plan.GroupConfigs) > 0 {
+			groupCond = condInput{metav1.ConditionUnknown, kqv1.ReasonKafkaUnavailable, res.transient.Error()}
+			effective = plan.EffectiveNow
+		}
+	}
+	st.Effective = &effective
+	st.Capacity = capacityOf(st.Partitions, effective.MaxInFlightPerPartition, plan.Bounds)
+
+	setCondition(&st.Conditions, kqv1.ConditionTopicReady, topicCond, gen)
+	setCondition(&st.Conditions, kqv1.ConditionGroupConfigured, groupCond, gen)
+	setCondition(&st.Conditions, kqv1.ConditionConfigValid, validCond, gen)
+
+	var ready condInput
+	switch {
+	case topicCond.Status != metav1.ConditionTrue:
+		ready = condInput{metav1.ConditionFalse, topicCond.Reason, topicCond.Message}
+	case groupCond.Reason == kqv1.ReasonShareGroupsDisabled:
+		ready = condInput{metav1.ConditionFalse, groupCond.Reason, groupCond.Message}
+	case validCond.Status != metav1.ConditionTrue:
+		ready = condInput{metav1.ConditionFalse, validCond.Reason, validCond.Message}
+	case groupCond.Status != metav1.ConditionTrue:
+		ready = condInput{metav1.ConditionFalse, groupCond.Reason, groupCond.Message}
+	default:
+		ready = condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("topic %s (%d partitions) and share group %s are configured", st.TopicName, st.Partitions, st.GroupID)}
+	}
+	if mode != kqv1.ReconcileActive && len(st.PlannedChanges) > 0 {
+		reason := kqv1.ReasonPlanned
+		if mode == kqv1.ReconcileObserveOnly {
+			reason = kqv1.ReasonObserveOnly
+		}
+		ready = condInput{metav1.ConditionFalse, reason, fmt.Sprintf("annotation kafkaqueues.io/reconcile=%s: %d change(s) computed in status.plannedChanges, none applied", mode, len(st.PlannedChanges))}
+	}
+	prev := findCondition(st.Conditions, kqv1.ConditionReady)
+	if ready.Status == metav1.ConditionFalse && (prev == nil || prev.Reason != ready.Reason) && stallingReasons[ready.Reason] {
+		r.event(sq, corev1.EventTypeWarning, ready.Reason, "Reconcile", ready.Message)
+	}
+	setKstatus(&st.Conditions, ready, stallingReasons[ready.Reason], gen)
+}
+
+// waiting reports a queue held back by something outside it (cluster missing or not
+// connected, Kafka unavailable).
+func (r *ShareQueueReconciler) waiting(sq *kqv1.ShareQueue, reason, msg string) {
+	gen := sq.Generation
+	in := condInput{metav1.ConditionFalse, reason, msg}
+	if reason == kqv1.ReasonKafkaUnavailable {
+		in.Status = metav1.ConditionUnknown
+	}
+	setCondition(&sq.Status.Conditions, kqv1.ConditionTopicReady, in, gen)
+	setKstatus(&sq.Status.Conditions, condInput{metav1.ConditionFalse, reason, msg}, false, gen)
+}
+
+// syncFinalizer adds the cleanup finalizer for deletionPolicy Delete and removes it otherwise.
+func (r *ShareQueueReconciler) syncFinalizer(ctx context.Context, sq *kqv1.ShareQueue) error {
+	want := sq.Spec.DeletionPolicy == kqv1.DeletionPolicyDelete
+	if want == controllerutil.ContainsFinalizer(sq, CleanupFinalizer) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(sq.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if want {
+		controllerutil.AddFinalizer(sq, CleanupFinalizer)
+	} else {
+		controllerutil.RemoveFinalizer(sq, CleanupFinalizer)
+	}
+	return r.Patch(ctx, sq, patch)
+}
+
+// finalize deletes the topic and share group of a deletionPolicy Delete queue, then releases
+// the finalizer. Only a topic whose id matches status.topicId is deleted: one recreated by
+// someone else is left alone. When the cluster is gone or unreachable for finalizerGiveUp,
+// the finalizer is released with a Warning event naming what was left behind.
+func (r *ShareQueueReconciler) finalize(ctx context.Context, sq *kqv1.ShareQueue) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(sq, CleanupFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	topicName, groupID := topicNameOf(sq), groupIDOf(sq)
+	release := func() (ctrl.Result, error) {
+		patch := client.MergeFrom(sq.DeepCopy())
+		controllerutil.RemoveFinalizer(sq, CleanupFinalizer)
+		return ctrl.Result{}, client.IgnoreNotFound(r.Patch(ctx, sq, patch))
+	}
+	giveUp := func(why string) (ctrl.Result, error) {
+		if time.Since(sq.DeletionTimestamp.Time) < finalizerGiveUp {
+			return ctrl.Result{RequeueAfter: 15 * time.Second}, nil
+		}
+		r.event(sq, corev1.EventTypeWarning, "CleanupAbandoned", "Delete",
+			fmt.Sprintf("%s; released the finalizer after %s, leaving topic %s and group %s in Kafka", why, finalizerGiveUp, topicName, groupID))
+		return release()
+	}
+	if sq.Spec.DeletionPolicy != kqv1.DeletionPolicyDelete {
+		return release()
+	}
+	var kc kqv1.KafkaCluster
+	if err := r.Get(ctx, types.NamespacedName{Namespace: sq.Namespace, Name: sq.Spec.ClusterRef.Name}, &kc); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.event(sq, corev1.EventTypeWarning, "CleanupAbandoned", "Delete",
+				fmt.Sprintf("KafkaCluster %s is gone; topic %s and group %s were not deleted", sq.Spec.ClusterRef.Name, topicName, groupID))
+			return release()
+		}
+		return ctrl.Result{}, err
+	}
+	kctx, cancel := context.WithTimeout(ctx, r.KafkaTimeout)
+	defer cancel()
+	cl, err := clientFor(kctx, r.APIReader, r.Pool, &kc)
+	if err != nil {
+		return giveUp(fmt.Sprintf("cannot build a client for KafkaCluster %s: %v", kc.Name, err))
+	}
+	topics, err := cl.DescribeTopics(kctx, topicName)
+	if err != nil {
+		return giveUp(fmt.Sprintf("cannot reach KafkaCluster %s: %v", kc.Name, err))
+	}
+	t := topics[topicName]
+	switch {
+	case t.Err != nil && kafka.IsNotFound(t.Err):
+	case t.Err != nil:
+		return giveUp(t.Err.Error())
+	case sq.Status.TopicID == "" || t.ID != sq.Status.TopicID:
+		r.event(sq, corev1.EventTypeWarning, kqv1.ReasonTopicIDChanged, "Delete",
+			fmt.Sprintf("topic %s has id %s, not the pinned %q: not deleting a topic this ShareQueue does not own", topicName, t.ID, sq.Status.TopicID))
+	default:
+		res, err := cl.DeleteTopics(kctx, topicName)
+		if err == nil {
+			err = res[topicName]
+		}
+		if err != nil {
+			return giveUp(fmt.Sprintf("deleting topic %s: %v", topicName, err))
+		}
+		r.event(sq, corev1.EventTypeNormal, "TopicDeleted", "Delete", fmt.Sprintf("deleted topic %s (deletionPolicy Delete)", topicName))
+	}
+	if err := r.deleteGroup(kctx, cl, groupID); err != nil {
+		return giveUp(err.Error())
+	}
+	r.event(sq, corev1.EventTypeNormal, "GroupDeleted", "Delete", fmt.Sprintf("deleted share group %s and its configs (deletionPolicy Delete)", groupID))
+	return release()
+}
+
+// deleteGroup deletes the share group and every group config override it had (the configs
+// outlive a group that never had members).
+func (r *ShareQueueReconciler) deleteGroup(ctx context.Context, cl *kafka.Client, groupID string) error {
+	res, err := cl.DeleteShareGroups(ctx, groupID)
+	if err == nil {
+		err = res[groupID]
+	}
+	if err != nil && !kafka.IsUnsupported(err) {
+		return fmt.Errorf("deleting share group %s: %w", groupID, err)
+	}
+	key := kafka.ResourceKey{Type: kafka.GroupResource, Name: groupID}
+	cfgs, err := cl.DescribeConfigs(ctx, []kafka.ResourceKey{key})
+	if err != nil {
+		return err
+	}
+	rc := cfgs[key]
+	if rc.Err != nil {
+		return nil
+	}
+	var dels []kafka.AlterConfig
+	for name, e := range rc.Configs {
+		if e.IsOverride() {
+			dels = append(dels, kafka.AlterConfig{Name: name, Op: kafka.OpDelete})
+		}
+	}
+	if len(dels) == 0 {
+		return nil
+	}
+	out, err := cl.IncrementalAlterConfigs(ctx, []kafka.Alteration{{Resource: key, Configs: dels}})
+	if err == nil {
+		err = out[key]
+	}
+	return err
+}
+
+func (r *ShareQueueReconciler) patchStatus(ctx context.Context, original, sq *kqv1.ShareQueue) error {
+	if equality.Semantic.DeepEqual(original.Status, sq.Status) {
+		return nil
+	}
+	return client.IgnoreNotFound(r.Status().Patch(ctx, sq, client.MergeFrom(original)))
+}
+
+func (r *ShareQueueReconciler) event(obj *kqv1.ShareQueue, typ, reason, action, msg string) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(obj, nil, typ, reason, action, "%s", msg)
+	}
+}
+
+// SetupWithManager registers the controller, the clusterRef index and the KafkaCluster watch
+// (a cluster's status change — share.version, bounds, connection — re-plans its queues).
+func (r *ShareQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.ResyncInterval == 0 {
+		r.ResyncInterval = 10 * time.Minute
+	}
+	if r.KafkaTimeout == 0 {
+		r.KafkaTimeout = 30 * time.Second
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &kqv1.ShareQueue{}, clusterRefIndex, func(o client.Object) []string {
+		return []string{o.(*kqv1.ShareQueue).Spec.ClusterRef.Name}
+	}); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&kqv1.ShareQueue{}, builderWithGenerationOrAnnotationChange()).
+		Watches(&kqv1.KafkaCluster{}, handler.EnqueueRequestsFromMapFunc(r.queuesOfCluster)).
+		WithOptions(controller.Options{
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, 2*time.Minute),
+		}).
+		Named("sharequeue").
+		Complete(r)
+}
+
+func (r *ShareQueueReconciler) queuesOfCluster(ctx context.Context, o client.Object) []reconcile.Request {
+	var list kqv1.ShareQueueList
+	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{clusterRefIndex: o.GetName()}); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, sq := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: sq.Namespace, Name: sq.Name}})
+	}
+	return reqs
+}

@@ -1,0 +1,593 @@
+package controllers
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+)
+
+// InFlightRecordStateBytes is the broker memory and disk kept per in-flight record of a share
+// partition (KIP-932 share-partition state), used for status.capacity.
+const InFlightRecordStateBytes = 32
+
+// driftExemptTopicConfigs are topic configs that tools other than the operator set for a
+// while (replica reassignment throttles); drift correction never reverts them.
+var driftExemptTopicConfigs = map[string]bool{
+	"leader.replication.throttled.replicas":   true,
+	"follower.replication.throttled.replicas": true,
+}
+
+// condInput is a condition the report step sets (with observedGeneration and a transition
+// time that only moves when the status flips).
+type condInput struct {
+	Status  metav1.ConditionStatus
+	Reason  string
+	Message string
+}
+
+// queueObservation is everything a ShareQueue plan depends on, observed before planning.
+type queueObservation struct {
+	// Cluster is the referenced KafkaCluster's status.
+	Cluster kqv1.KafkaClusterStatus
+	// Topic is the live topic; Topic.Err is IsNotFound when it does not exist.
+	Topic kafka.Topic
+	// TopicConfigs are the live topic's configs (nil when the topic does not exist).
+	TopicConfigs map[string]kafka.ConfigEntry
+	// GroupConfigs are the live group configs (every group config the brokers know, with
+	// defaults filled in); nil when they could not be read.
+	GroupConfigs map[string]kafka.ConfigEntry
+}
+
+// queuePlan is the pure result of planning one ShareQueue: Kafka changes to make and the
+// status they lead to.
+type queuePlan struct {
+	TopicName string
+	GroupID   string
+
+	// CreateTopic is set when the topic must be created.
+	CreateTopic *kafka.NewTopic
+	// GrowPartitionsTo is the new partition total, 0 when unchanged.
+	GrowPartitionsTo int32
+	// TopicConfigs and GroupConfigs are incremental changes; empty when in sync.
+	TopicConfigs []kafka.AlterConfig
+	GroupConfigs []kafka.AlterConfig
+
+	// Blocked is set when the topic must not be touched at all (conflict, id change, waiting
+	// for adoption); the conditions say why.
+	Blocked bool
+
+	TopicReady  condInput
+	GroupConfig condInput
+	ConfigValid condInput
+	// Drift lists live values that differ from the spec under driftPolicy Report.
+	Drift []string
+
+	// Effective is the delivery configuration once the plan is applied; EffectiveNow is the
+	// one in force before (used when applying the group configs fails).
+	Effective    kqv1.EffectiveDelivery
+	EffectiveNow kqv1.EffectiveDelivery
+	Partitions   int32
+	Capacity     *kqv1.QueueCapacity
+	// Bounds are the cluster's share bounds the plan was checked against.
+	Bounds kqv1.ShareBounds
+}
+
+// Empty reports whether the plan makes no Kafka write.
+func (p *queuePlan) Empty() bool {
+	return p.CreateTopic == nil && p.GrowPartitionsTo == 0 && len(p.TopicConfigs) == 0 && len(p.GroupConfigs) == 0
+}
+
+// Changes describes the plan's Kafka writes, one line each, for status.plannedChanges and
+// Events.
+func (p *queuePlan) Changes() []string {
+	var out []string
+	if t := p.CreateTopic; t != nil {
+		rf := "broker default"
+		if t.ReplicationFactor > 0 {
+			rf = strconv.Itoa(int(t.ReplicationFactor))
+		}
+		out = append(out, fmt.Sprintf("create topic %s: partitions=%d replicationFactor=%s%s", t.Name, t.Partitions, rf, describeConfigs(t.Configs)))
+	}
+	if p.GrowPartitionsTo > 0 {
+		out = append(out, fmt.Sprintf("grow topic %s partitions to %d", p.TopicName, p.GrowPartitionsTo))
+	}
+	for _, c := range p.TopicConfigs {
+		out = append(out, describeAlter("topic "+p.TopicName, c))
+	}
+	for _, c := range p.GroupConfigs {
+		out = append(out, describeAlter("group "+p.GroupID, c))
+	}
+	return out
+}
+
+func describeConfigs(m map[string]string) string {
+	if len(m) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s=%s", k, m[k])
+	}
+	return b.String()
+}
+
+func describeAlter(resource string, c kafka.AlterConfig) string {
+	if c.Op == kafka.OpDelete {
+		return fmt.Sprintf("%s: delete %s (broker default applies)", resource, c.Name)
+	}
+	return fmt.Sprintf("%s: set %s=%s", resource, c.Name, c.Value)
+}
+
+// settingKind is how a delivery setting's value is written.
+type settingKind int
+
+const (
+	kindDurationMs settingKind = iota
+	kindInt
+	kindString
+	kindBool
+)
+
+// deliverySetting maps one DeliverySpec field to its Kafka group config and broker bound.
+type deliverySetting struct {
+	Field  string // JSON path in the spec
+	Config string // Kafka group config (KIP-932 / KIP-1240)
+	Kind   settingKind
+	// BrokerPrefix is the broker config family: group.share.<x>, group.share.min.<x>,
+	// group.share.max.<x>; empty when the setting has no broker bound.
+	BrokerPrefix string
+	Bound        func(*kqv1.ShareBounds) kqv1.Bound
+	Desired      func(*kqv1.DeliverySpec) (string, bool)
+	Effective    func(*kqv1.EffectiveDelivery) **kqv1.EffectiveValue
+}
+
+// deliverySettings lists every delivery field in a fixed order (status and messages follow it).
+var deliverySettings = []deliverySetting{
+	{
+		Field: "delivery.lockDuration", Config: "share.record.lock.duration.ms", Kind: kindDurationMs,
+		BrokerPrefix: "record.lock.duration.ms",
+		Bound:        func(b *kqv1.ShareBounds) kqv1.Bound { return b.RecordLockDurationMs },
+		Desired:      func(d *kqv1.DeliverySpec) (string, bool) { return durationMs(d.LockDuration) },
+		Effective:    func(e *kqv1.EffectiveDelivery) **kqv1.EffectiveValue { return &e.LockDuration },
+	},
+	{
+		Field: "delivery.maxDeliveryAttempts", Config: "share.delivery.count.limit", Kind: kindInt,
+		BrokerPrefix: "delivery.count.limit",
+		Bound:        func(b *kqv1.ShareBounds) kqv1.Bound { return b.DeliveryCountLimit },
+		Desired:      func(d *kqv1.DeliverySpec) (string, bool) { return int32Text(d.MaxDeliveryAttempts) },
+		Effective:    func(e *kqv1.EffectiveDelivery) **kqv1.EffectiveValue { return &e.MaxDeliveryAttempts },
+	},
+	{
+		Field: "delivery.maxInFlightPerPartition", Config: "share.partition.max.record.locks", Kind: kindInt,
+		BrokerPrefix: "partition.max.record.locks",
+		Bound:        func(b *kqv1.ShareBounds) kqv1.Bound { return b.PartitionMaxRecordLocks },
+		Desired:      func(d *kqv1.DeliverySpec) (string, bool) { return int32Text(d.MaxInFlightPerPartition) },
+		Effective:    func(e *kqv1.EffectiveDelivery) **kqv1.EffectiveValue { return &e.MaxInFlightPerPartition },
+	},
+	{
+		Field: "delivery.sessionTimeout", Config: "share.session.timeout.ms", Kind: kindDurationMs,
+		BrokerPrefix: "session.timeout.ms",
+		Bound:        func(b *kqv1.ShareBounds) kqv1.Bound { return b.SessionTimeoutMs },
+		Desired:      func(d *kqv1.DeliverySpec) (string, bool) { return durationMs(d.SessionTimeout) },
+		Effective:    func(e *kqv1.EffectiveDelivery) **kqv1.EffectiveValue { return &e.SessionTimeout },
+	},
+	{
+		Field: "delivery.heartbeatInterval", Config: "share.heartbeat.interval.ms", Kind: kindDurationMs,
+		BrokerPrefix: "heartbeat.interval.ms",
+		Bound:        func(b *kqv1.ShareBounds) kqv1.Bound { return b.HeartbeatIntervalMs },
+		Desired:      func(d *kqv1.DeliverySpec) (string, bool) { return durationMs(d.HeartbeatInterval) },
+		Effective:    func(e *kqv1.EffectiveDelivery) **kqv1.EffectiveValue { return &e.HeartbeatInterval },
+	},
+	{
+		Field: "delivery.autoOffsetReset", Config: "share.auto.offset.reset", Kind: kindString,
+		Desired:   func(d *kqv1.DeliverySpec) (string, bool) { return strText(d.AutoOffsetReset) },
+		Effective: func(e *kqv1.EffectiveDelivery) **kqv1.EffectiveValue { return &e.AutoOffsetReset },
+	},
+	{
+		Field: "delivery.isolationLevel", Config: "share.isolation.level", Kind: kindString,
+		Desired:   func(d *kqv1.DeliverySpec) (string, bool) { return strText(d.IsolationLevel) },
+		Effective: func(e *kqv1.EffectiveDelivery) **kqv1.EffectiveValue { return &e.IsolationLevel },
+	},
+	{
+		Field: "delivery.renewAcknowledge", Config: "share.renew.acknowledge.enable", Kind: kindBool,
+		Desired: func(d *kqv1.DeliverySpec) (string, bool) {
+			if d.RenewAcknowledge == nil {
+				return "", false
+			}
+			return strconv.FormatBool(*d.RenewAcknowledge), true
+		},
+		Effective: func(e *kqv1.EffectiveDelivery) **kqv1.EffectiveValue { return &e.RenewAcknowledge },
+	},
+}
+
+func durationMs(d *metav1.Duration) (string, bool) {
+	if d == nil {
+		return "", false
+	}
+	return strconv.FormatInt(d.Duration.Milliseconds(), 10), true
+}
+
+func int32Text(v *int32) (string, bool) {
+	if v == nil {
+		return "", false
+	}
+	return strconv.FormatInt(int64(*v), 10), true
+}
+
+func strText(v *string) (string, bool) {
+	if v == nil {
+		return "", false
+	}
+	return *v, true
+}
+
+// displayValue renders a Kafka value for status: durations as Go durations ("30s").
+func displayValue(kind settingKind, kafkaValue string) string {
+	if kind == kindDurationMs {
+		if ms, err := strconv.ParseInt(kafkaValue, 10, 64); err == nil {
+			return (time.Duration(ms) * time.Millisecond).String()
+		}
+	}
+	return kafkaValue
+}
+
+// specValue renders the user's value for messages, with the Kafka value beside durations.
+func specValue(s deliverySetting, kafkaValue string) string {
+	if s.Kind == kindDurationMs {
+		return fmt.Sprintf("%s (%s=%s)", displayValue(s.Kind, kafkaValue), s.Config, kafkaValue)
+	}
+	return kafkaValue
+}
+
+// boundText renders a bound for messages.
+func boundText(s deliverySetting, which string, v int64) string {
+	name := "group.share." + which + s.BrokerPrefix
+	if s.Kind == kindDurationMs {
+		return fmt.Sprintf("%s=%d (%s)", name, v, displayValue(s.Kind, strconv.FormatInt(v, 10)))
+	}
+	return fmt.Sprintf("%s=%d", name, v)
+}
+
+// clampToBound returns v clamped to b and which side clamped it ("" when inside).
+func clampToBound(v int64, b kqv1.Bound) (int64, string) {
+	if b.Min != nil && v < *b.Min {
+		return *b.Min, "min."
+	}
+	if b.Max != nil && v > *b.Max {
+		return *b.Max, "max."
+	}
+	return v, ""
+}
+
+// topicNameOf and groupIDOf resolve the defaults (metadata.name).
+func topicNameOf(sq *kqv1.ShareQueue) string {
+	if sq.Spec.Topic.Name != "" {
+		return sq.Spec.Topic.Name
+	}
+	return sq.Name
+}
+
+func groupIDOf(sq *kqv1.ShareQueue) string {
+	if sq.Spec.GroupID != "" {
+		return sq.Spec.GroupID
+	}
+	return sq.Name
+}
+
+// planQueue decides, from the spec and what was observed, which Kafka changes to make and
+// what status follows. It is pure: no clients, context or clock.
+//
+// Rules and their sources:
+//   - delivery values are checked against the brokers' group.share.min/max.* bounds
+//     (KIP-1240); Reject writes nothing for an out-of-bounds field, Clamp writes the bound;
+//   - a field whose group config the brokers do not report is unsupported on this cluster
+//     (share.delivery.count.limit and share.partition.max.record.locks need Kafka 4.3+);
+//   - effective value = group override, else broker default, clamped to the bounds (brokers
+//     clamp stored values at run time, KIP-1240);
+//   - capacity = partitions × effective share.partition.max.record.locks, × 32 B of state.
+func planQueue(sq *kqv1.ShareQueue, obs queueObservation) queuePlan {
+	p := queuePlan{TopicName: topicNameOf(sq), GroupID: groupIDOf(sq)}
+	spec := sq.Spec
+	drift := spec.DriftPolicy
+	if drift == "" {
+		drift = kqv1.DriftPolicyEnforce
+	}
+	adoption := spec.AdoptionPolicy
+	if adoption == "" {
+		adoption = kqv1.AdoptionPolicyAdoptOrCreate
+	}
+	wantPartitions := spec.Topic.Partitions
+	if wantPartitions < 1 {
+		wantPartitions = 1
+	}
+
+	// --- topic
+	exists := obs.Topic.Err == nil
+	switch {
+	case !exists && adoption == kqv1.AdoptionPolicyAdopt:
+		p.Blocked = true
+		p.TopicReady = condInput{metav1.ConditionFalse, kqv1.ReasonTopicNotFound,
+			fmt.Sprintf("adoptionPolicy is Adopt and topic %q does not exist; waiting for it to be created", p.TopicName)}
+	case !exists:
+		rf := int16(-1)
+		if spec.Topic.ReplicationFactor != nil {
+			rf = int16(*spec.Topic.ReplicationFactor)
+		}
+		p.CreateTopic = &kafka.NewTopic{Name: p.TopicName, Partitions: wantPartitions, ReplicationFactor: rf, Configs: normalisedConfigs(spec.Topic.Config)}
+		p.Partitions = wantPartitions
+		p.TopicReady = condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("topic %s created with %d partitions", p.TopicName, wantPartitions)}
+	case sq.Status.TopicID != "" && obs.Topic.ID != "" && obs.Topic.ID != sq.Status.TopicID:
+		p.Blocked = true
+		p.Partitions = obs.Topic.Partitions
+		p.TopicReady = condInput{metav1.ConditionFalse, kqv1.ReasonTopicIDChanged,
+			fmt.Sprintf("topic %s now has id %s but this ShareQueue pinned id %s: it was deleted and recreated outside the operator; nothing is written until an operator checks it", p.TopicName, obs.Topic.ID, sq.Status.TopicID)}
+	case adoption == kqv1.AdoptionPolicyCreate && sq.Status.TopicID == "":
+		p.Blocked = true
+		p.Partitions = obs.Topic.Partitions
+		p.TopicReady = condInput{metav1.ConditionFalse, kqv1.ReasonTopicExists,
+			fmt.Sprintf("adoptionPolicy is Create and topic %s already exists (id %s); use AdoptOrCreate or Adopt to take it over", p.TopicName, obs.Topic.ID)}
+	default:
+		p.Partitions = obs.Topic.Partitions
+		var problems []string
+		reason := ""
+		if obs.Topic.Partitions < wantPartitions {
+			if drift == kqv1.DriftPolicyEnforce || sq.Status.TopicID == "" || wantPartitions > sq.Status.Partitions {
+				p.GrowPartitionsTo = wantPartitions
+				p.Partitions = wantPartitions
+			}
+		} else if obs.Topic.Partitions > wantPartitions {
+			reason = kqv1.ReasonPartitionCountMismatch
+			problems = append(problems, fmt.Sprintf("topic %s has %d partitions but topic.partitions is %d; Kafka cannot remove partitions: set topic.partitions to %d",
+				p.TopicName, obs.Topic.Partitions, wantPartitions, obs.Topic.Partitions))
+		}
+		if rf := spec.Topic.ReplicationFactor; rf != nil && obs.Topic.ReplicationFactor != *rf {
+			if reason == "" {
+				reason = kqv1.ReasonReplicationFactorMismatch
+			}
+			problems = append(problems, fmt.Sprintf("topic %s has replication factor %d but topic.replicationFactor is %d; the operator does not reassign queue topics",
+				p.TopicName, obs.Topic.ReplicationFactor, *rf))
+		}
+		if drift != kqv1.DriftPolicyIgnore {
+			changes := diffTopicConfigs(spec.Topic.Config, obs.TopicConfigs)
+			if drift == kqv1.DriftPolicyEnforce {
+				p.TopicConfigs = changes
+			} else {
+				for _, c := range changes {
+					p.Drift = append(p.Drift, describeAlter("topic "+p.TopicName, c))
+				}
+			}
+		}
+		if len(problems) > 0 {
+			p.TopicReady = condInput{metav1.ConditionFalse, reason, strings.Join(problems, "; ")}
+		} else {
+			p.TopicReady = condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("topic %s has %d partitions", p.TopicName, p.Partitions)}
+		}
+	}
+
+	// --- group configs
+	bounds := kqv1.ShareBounds{}
+	if obs.Cluster.ShareBounds != nil {
+		bounds = *obs.Cluster.ShareBounds
+	}
+	shareOn := obs.Cluster.ShareVersion >= 1
+	var invalid, clamped, unsupported []string
+	p.Effective, p.EffectiveNow = kqv1.EffectiveDelivery{}, kqv1.EffectiveDelivery{}
+	for _, s := range deliverySettings {
+		want, declared := s.Desired(&spec.Delivery)
+		live, liveKnown := obs.GroupConfigs[s.Config]
+		supported := obs.GroupConfigs == nil || liveKnown
+		var bound kqv1.Bound
+		if s.Bound != nil {
+			bound = s.Bound(&bounds)
+		}
+		now := effectiveOf(s, live, liveKnown, bound)
+		*s.Effective(&p.EffectiveNow) = now
+		after := now
+
+		switch {
+		case !supported:
+			if declared {
+				unsupported = append(unsupported, fmt.Sprintf("%s=%s needs group config %s, which this cluster's brokers do not report (Kafka 4.3+ adds it); the field is not applied",
+					s.Field, displayValue(s.Kind, want), s.Config))
+			}
+			if declared && now.Value == "" {
+				after = &kqv1.EffectiveValue{Config: s.Config, Source: kqv1.SourceUnsupported}
+			}
+		case declared:
+			write, source := want, kqv1.SourceGroupOverride
+			if n, err := strconv.ParseInt(want, 10, 64); err == nil && s.Kind != kindString && s.Kind != kindBool {
+				if c, side := clampToBound(n, bound); side != "" {
+					bv := *bound.Min
+					rel := "below the brokers' minimum"
+					if side == "max." {
+						bv, rel = *bound.Max, "above the brokers' maximum"
+					}
+					if spec.BoundsPolicy == kqv1.BoundsPolicyClamp {
+						clamped = append(clamped, fmt.Sprintf("%s %s is %s %s; wrote %s", s.Field, specValue(s, want), rel, boundText(s, side, bv), displayValue(s.Kind, strconv.FormatInt(c, 10))))
+						write, source = strconv.FormatInt(c, 10), kqv1.SourceClamped
+					} else {
+						invalid = append(invalid, fmt.Sprintf("%s %s is %s %s", s.Field, specValue(s, want), rel, boundText(s, side, bv)))
+						write = ""
+					}
+				}
+			}
+			if write == "" {
+				break // rejected: keep what is live
+			}
+			after = &kqv1.EffectiveValue{Config: s.Config, Value: displayValue(s.Kind, write), Source: source}
+			if !(liveKnown && live.IsOverride() && normaliseValue(live.Value) == normaliseValue(write)) {
+				if drift == kqv1.DriftPolicyEnforce || !(liveKnown && live.IsOverride()) {
+					p.GroupConfigs = append(p.GroupConfigs, kafka.AlterConfig{Name: s.Config, Op: kafka.OpSet, Value: write})
+				} else if drift == kqv1.DriftPolicyReport {
+					p.Drift = append(p.Drift, fmt.Sprintf("group %s: %s is %s, spec wants %s", p.GroupID, s.Config, live.Value, write))
+					after = now
+				} else {
+					after = now
+				}
+			}
+		case liveKnown && live.IsOverride():
+			// Not declared: the broker default should apply.
+			switch drift {
+			case kqv1.DriftPolicyEnforce:
+				p.GroupConfigs = append(p.GroupConfigs, kafka.AlterConfig{Name: s.Config, Op: kafka.OpDelete})
+				after = effectiveOf(s, kafka.ConfigEntry{}, false, bound)
+			case kqv1.DriftPolicyReport:
+				p.Drift = append(p.Drift, fmt.Sprintf("group %s: %s is set to %s outside the spec", p.GroupID, s.Config, live.Value))
+			}
+		}
+		if after != nil && after.Config == "" {
+			after.Config = s.Config
+		}
+		*s.Effective(&p.Effective) = after
+	}
+	if !shareOn {
+		// No group-config writes while share groups are off (share.version 0).
+		p.GroupConfigs = nil
+		p.Effective = p.EffectiveNow
+	}
+
+	switch {
+	case len(invalid) > 0:
+		msg := strings.Join(invalid, "; ") + "; not written (boundsPolicy Reject): change the value or set boundsPolicy: Clamp"
+		if len(unsupported) > 0 {
+			msg += "; " + strings.Join(unsupported, "; ")
+		}
+		p.ConfigValid = condInput{metav1.ConditionFalse, kqv1.ReasonOutOfBrokerBounds, msg}
+	case len(unsupported) > 0:
+		p.ConfigValid = condInput{metav1.ConditionFalse, kqv1.ReasonUnsupportedByCluster, strings.Join(unsupported, "; ")}
+	case len(clamped) > 0:
+		p.ConfigValid = condInput{metav1.ConditionTrue, kqv1.ReasonClampedToBrokerBounds, strings.Join(clamped, "; ") + " (boundsPolicy Clamp)"}
+	default:
+		p.ConfigValid = condInput{metav1.ConditionTrue, kqv1.ReasonValid, "every delivery value is within the brokers' bounds"}
+	}
+
+	switch {
+	case !shareOn:
+		p.GroupConfig = condInput{metav1.ConditionFalse, kqv1.ReasonShareGroupsDisabled,
+			fmt.Sprintf("share groups are disabled on this cluster (share.version=%d); group configs are written once share.version >= 1 is finalized", obs.Cluster.ShareVersion)}
+	case obs.GroupConfigs == nil:
+		p.GroupConfig = condInput{metav1.ConditionUnknown, kqv1.ReasonKafkaUnavailable, "group configs could not be read"}
+	case len(p.Drift) > 0:
+		p.GroupConfig = condInput{metav1.ConditionFalse, kqv1.ReasonDriftDetected, "driftPolicy Report: " + strings.Join(p.Drift, "; ")}
+	default:
+		p.GroupConfig = condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("share group %s configured", p.GroupID)}
+	}
+
+	if p.Blocked {
+		p.CreateTopic, p.GrowPartitionsTo, p.TopicConfigs = nil, 0, nil
+	}
+	p.Bounds = bounds
+	p.Capacity = capacityOf(p.Partitions, p.Effective.MaxInFlightPerPartition, bounds)
+	return p
+}
+
+// effectiveOf is the value the brokers apply: the group override when there is one, else the
+// broker default; numeric values are clamped to the bounds as brokers do at run time.
+func effectiveOf(s deliverySetting, live kafka.ConfigEntry, liveKnown bool, bound kqv1.Bound) *kqv1.EffectiveValue {
+	var raw string
+	source := kqv1.SourceBrokerDefault
+	switch {
+	case liveKnown && live.IsOverride():
+		raw, source = live.Value, kqv1.SourceGroupOverride
+	case bound.Default != nil:
+		raw = strconv.FormatInt(*bound.Default, 10)
+	case liveKnown:
+		raw = live.Value
+	default:
+		return &kqv1.EffectiveValue{Config: s.Config, Source: kqv1.SourceBrokerDefault}
+	}
+	if n, err := strconv.ParseInt(raw, 10, 64); err == nil && (s.Kind == kindInt || s.Kind == kindDurationMs) {
+		if c, side := clampToBound(n, bound); side != "" {
+			raw, source = strconv.FormatInt(c, 10), kqv1.SourceClamped
+		}
+	}
+	return &kqv1.EffectiveValue{Config: s.Config, Value: displayValue(s.Kind, raw), Source: source}
+}
+
+// capacityOf is partitions × effective share.partition.max.record.locks.
+func capacityOf(partitions int32, maxLocks *kqv1.EffectiveValue, bounds kqv1.ShareBounds) *kqv1.QueueCapacity {
+	var locks int64
+	if maxLocks != nil && maxLocks.Value != "" {
+		locks, _ = strconv.ParseInt(maxLocks.Value, 10, 64)
+	} else if bounds.PartitionMaxRecordLocks.Default != nil {
+		locks = *bounds.PartitionMaxRecordLocks.Default
+	}
+	if partitions <= 0 || locks <= 0 {
+		return nil
+	}
+	n := int64(partitions) * locks
+	return &kqv1.QueueCapacity{MaxInFlightRecords: n, InFlightStateBytes: n * InFlightRecordStateBytes}
+}
+
+// normaliseValue makes equal Kafka values compare equal: surrounding blanks, blanks around
+// list commas, boolean case.
+func normaliseValue(v string) string {
+	v = strings.TrimSpace(v)
+	if strings.Contains(v, ",") {
+		parts := strings.Split(v, ",")
+		for i := range parts {
+			parts[i] = strings.TrimSpace(parts[i])
+		}
+		v = strings.Join(parts, ",")
+	}
+	if lv := strings.ToLower(v); lv == "true" || lv == "false" {
+		return lv
+	}
+	return v
+}
+
+func normalisedConfigs(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[strings.TrimSpace(k)] = normaliseValue(v)
+	}
+	return out
+}
+
+// diffTopicConfigs returns the incremental changes that make the topic's dynamic configs equal
+// the spec: set what differs, delete overrides the spec does not declare (the spec is the
+// truth), never touching reassignment throttles. Values are compared normalised against the
+// broker's effective config, so a value equal to the default is not rewritten.
+func diffTopicConfigs(want map[string]string, live map[string]kafka.ConfigEntry) []kafka.AlterConfig {
+	want = normalisedConfigs(want)
+	var out []kafka.AlterConfig
+	keys := make([]string, 0, len(want))
+	for k := range want {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		cur, ok := live[k]
+		if ok && normaliseValue(cur.Value) == want[k] {
+			continue
+		}
+		out = append(out, kafka.AlterConfig{Name: k, Op: kafka.OpSet, Value: want[k]})
+	}
+	var extra []string
+	for k, e := range live {
+		if _, declared := want[k]; declared || !e.IsOverride() || driftExemptTopicConfigs[k] {
+			continue
+		}
+		extra = append(extra, k)
+	}
+	sort.Strings(extra)
+	for _, k := range extra {
+		out = append(out, kafka.AlterConfig{Name: k, Op: kafka.OpDelete})
+	}
+	return out
+}

@@ -1,0 +1,200 @@
+package kafka_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
+)
+
+var broker *rig.Kafka
+
+func TestMain(m *testing.M) {
+	ctx := context.Background()
+	k, err := rig.StartKafka(ctx, rig.KafkaOptions{Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting kafka:", err)
+		os.Exit(1)
+	}
+	broker = k
+	code := m.Run()
+	k.Stop()
+	os.Exit(code)
+}
+
+func newClient(t *testing.T, hooks ...kgo.Hook) *kafka.Client {
+	t.Helper()
+	c, err := kafka.NewClient(kafka.Config{BootstrapServers: broker.BootstrapServers(), Hooks: hooks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestDescribeClusterReportsBrokersAndFeatures(t *testing.T) {
+	c := newClient(t)
+	ci, err := c.DescribeCluster(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci.ClusterID != broker.ClusterID {
+		t.Errorf("cluster id %q, want %q", ci.ClusterID, broker.ClusterID)
+	}
+	if len(ci.Brokers) != 1 || ci.Brokers[0].ID != 1 {
+		t.Errorf("brokers %+v, want one broker with id 1", ci.Brokers)
+	}
+	// Kafka 4.4 formats new clusters with share.version 2 (broker-native DLQ).
+	if got := ci.FeatureLevel("share.version"); got != 2 {
+		t.Errorf("share.version %d, want 2 (finalized %v)", got, ci.Finalized)
+	}
+	if _, ok := ci.Finalized["metadata.version"]; !ok {
+		t.Errorf("metadata.version missing from finalized features %v", ci.Finalized)
+	}
+	if r, ok := ci.Supported["share.version"]; !ok || r.Max < 2 {
+		t.Errorf("supported share.version %+v (present %v), want max >= 2", r, ok)
+	}
+}
+
+func TestBrokerConfigsCarryShareBounds(t *testing.T) {
+	c := newClient(t)
+	bc, err := c.DescribeBrokerConfigs(ctxT(t), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int64{
+		"group.share.min.record.lock.duration.ms": 15000,
+		"group.share.record.lock.duration.ms":     30000,
+		"group.share.max.record.lock.duration.ms": 60000,
+		"group.share.min.delivery.count.limit":    2,
+		"group.share.max.delivery.count.limit":    10,
+	} {
+		got, ok := bc.Int(name)
+		if !ok || got != want {
+			t.Errorf("%s = %d (present %v), want %d", name, got, ok, want)
+		}
+	}
+}
+
+func TestTopicAndGroupConfigRoundTrip(t *testing.T) {
+	ctx := ctxT(t)
+	counter := &kafka.RequestCounter{}
+	c := newClient(t, counter)
+	res, err := c.CreateTopics(ctx, []kafka.NewTopic{
+		{Name: "rt-a", Partitions: 2, ReplicationFactor: 1, Configs: map[string]string{"retention.ms": "3600000"}},
+		{Name: "rt-b", Partitions: 1, ReplicationFactor: -1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, r := range res {
+		if r.Err != nil || r.ID == "" {
+			t.Fatalf("create %s: id %q err %v", name, r.ID, r.Err)
+		}
+	}
+	again, err := c.CreateTopics(ctx, []kafka.NewTopic{{Name: "rt-a", Partitions: 2, ReplicationFactor: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !kafka.IsAlreadyExists(again["rt-a"].Err) {
+		t.Errorf("second create: %v, want TOPIC_ALREADY_EXISTS", again["rt-a"].Err)
+	}
+	grow, err := c.GrowPartitions(ctx, map[string]int32{"rt-a": 4})
+	if err != nil || grow["rt-a"] != nil {
+		t.Fatalf("grow: %v %v", err, grow)
+	}
+	topics, err := c.DescribeTopics(ctx, "rt-a", "rt-missing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topics["rt-a"].Partitions != 4 || topics["rt-a"].ReplicationFactor != 1 || topics["rt-a"].ID != res["rt-a"].ID {
+		t.Errorf("rt-a described as %+v, want 4 partitions, RF 1, id %s", topics["rt-a"], res["rt-a"].ID)
+	}
+	if !kafka.IsNotFound(topics["rt-missing"].Err) {
+		t.Errorf("missing topic err %v, want not found", topics["rt-missing"].Err)
+	}
+
+	group := kafka.ResourceKey{Type: kafka.GroupResource, Name: "rt-group"}
+	topic := kafka.ResourceKey{Type: kafka.TopicResource, Name: "rt-a"}
+	alt, err := c.IncrementalAlterConfigs(ctx, []kafka.Alteration{
+		{Resource: group, Configs: []kafka.AlterConfig{{Name: "share.record.lock.duration.ms", Op: kafka.OpSet, Value: "20000"}, {Name: "share.delivery.count.limit", Op: kafka.OpSet, Value: "4"}}},
+		{Resource: topic, Configs: []kafka.AlterConfig{{Name: "retention.ms", Op: kafka.OpSet, Value: "7200000"}}},
+	})
+	if err != nil || alt[group] != nil || alt[topic] != nil {
+		t.Fatalf("alter: %v %v", err, alt)
+	}
+	cfgs, err := c.DescribeConfigs(ctx, []kafka.ResourceKey{group, topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := cfgs[group]
+	if g.Err != nil || g.Configs["share.record.lock.duration.ms"].Value != "20000" || !g.Configs["share.record.lock.duration.ms"].IsOverride() {
+		t.Errorf("group configs %+v", g)
+	}
+	if e := g.Configs["share.session.timeout.ms"]; e.IsOverride() || e.Value != "45000" {
+		t.Errorf("unset group config reported as %+v, want broker default 45000", e)
+	}
+	if v := cfgs[topic].Configs["retention.ms"]; v.Value != "7200000" || !v.IsOverride() {
+		t.Errorf("topic retention %+v", v)
+	}
+
+	// KIP-1240: a value outside the broker's bounds is refused with INVALID_CONFIG.
+	bad, err := c.IncrementalAlterConfigs(ctx, []kafka.Alteration{{Resource: group, Configs: []kafka.AlterConfig{{Name: "share.record.lock.duration.ms", Op: kafka.OpSet, Value: "120000"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !kafka.IsInvalidConfig(bad[group]) {
+		t.Errorf("out of bounds write: %v, want INVALID_CONFIG", bad[group])
+	} else {
+		t.Logf("broker's out-of-bounds message: %v", bad[group])
+	}
+
+	// The first share-group request may find the coordinator still loading
+	// (COORDINATOR_NOT_AVAILABLE): that is retriable, so poll.
+	var sg map[string]kafka.ShareGroup
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		sg, err = c.DescribeShareGroups(ctx, "rt-group")
+		if err == nil || !kafka.IsRetriable(err) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sg["rt-group"].Exists || sg["rt-group"].Err != nil {
+		t.Errorf("group with no members: %+v, want not existing and no error", sg["rt-group"])
+	}
+	del, err := c.DeleteTopics(ctx, "rt-a", "rt-b", "rt-never")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, e := range del {
+		if e != nil {
+			t.Errorf("delete %s: %v", n, e)
+		}
+	}
+	snap := counter.Snapshot()
+	for _, api := range []string{"CreateTopics", "CreatePartitions", "IncrementalAlterConfigs", "DescribeConfigs", "DeleteTopics"} {
+		if snap[api] == 0 {
+			t.Errorf("request counter saw no %s: %v", api, snap)
+		}
+	}
+	if !strings.Contains(fmt.Sprint(kafka.SortedKeys(snap)), "Metadata") {
+		t.Errorf("request counter saw no Metadata: %v", snap)
+	}
+}

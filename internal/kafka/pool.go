@@ -1,0 +1,79 @@
+package kafka
+
+import (
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Pool keeps one long-lived Client per cluster key (namespace/name of a KafkaCluster). A
+// client is rebuilt only when the connection fingerprint changes (bootstrap servers, TLS or
+// SASL settings, or the content of a referenced Secret).
+type Pool struct {
+	mu      sync.Mutex
+	clients map[string]pooledClient
+	hooks   []kgo.Hook
+}
+
+type pooledClient struct {
+	fingerprint string
+	client      *Client
+}
+
+// NewPool returns an empty pool whose clients all carry hooks (metrics, request counting).
+func NewPool(hooks ...kgo.Hook) *Pool {
+	return &Pool{clients: map[string]pooledClient{}, hooks: hooks}
+}
+
+// Get returns the client for key, building it with build when there is none or when
+// fingerprint differs from the one it was built with (the old client is closed).
+func (p *Pool) Get(key, fingerprint string, build func() (Config, error)) (*Client, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pc, ok := p.clients[key]; ok {
+		if pc.fingerprint == fingerprint {
+			return pc.client, nil
+		}
+		pc.client.Close()
+		delete(p.clients, key)
+	}
+	cfg, err := build()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Hooks = append(append([]kgo.Hook(nil), p.hooks...), cfg.Hooks...)
+	c, err := NewClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	p.clients[key] = pooledClient{fingerprint: fingerprint, client: c}
+	return c, nil
+}
+
+// Peek returns the current client for key without building one.
+func (p *Pool) Peek(key string) (*Client, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pc, ok := p.clients[key]
+	return pc.client, ok
+}
+
+// Remove closes and forgets the client for key.
+func (p *Pool) Remove(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pc, ok := p.clients[key]; ok {
+		pc.client.Close()
+		delete(p.clients, key)
+	}
+}
+
+// Close closes every client.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, pc := range p.clients {
+		pc.client.Close()
+		delete(p.clients, k)
+	}
+}

@@ -1,0 +1,43 @@
+package rig
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// StartAPIServer starts a real kube-apiserver and etcd with the operator's CRDs installed.
+func StartAPIServer() (*envtest.Environment, *rest.Config, error) {
+	dir, err := EnvtestBinaries()
+	if err != nil {
+		return nil, nil, err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: dir,
+		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, nil, fmt.Errorf("starting kube-apiserver/etcd from %s: %w", dir, err)
+	}
+	return env, cfg, nil
+}
+
+// WriteKubeconfig writes a kubeconfig for cfg to path (for kubectl and out-of-process runs).
+func WriteKubeconfig(cfg *rest.Config, path string) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["rig"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["rig"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["rig"] = &clientcmdapi.Context{Cluster: "rig", AuthInfo: "rig"}
+	kc.CurrentContext = "rig"
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return clientcmd.WriteToFile(*kc, path)
+}

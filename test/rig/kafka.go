@@ -1,0 +1,384 @@
+package rig
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// DefaultKafkaVersion is the Kafka release the rig runs unless told otherwise.
+const DefaultKafkaVersion = "4.4.0"
+
+// KafkaOptions configures a local KRaft cluster.
+type KafkaOptions struct {
+	// Version is the Kafka release whose jars run the brokers (default DefaultKafkaVersion).
+	Version string
+	// Brokers is the number of combined broker+controller nodes (default 1).
+	Brokers int
+	// ReleaseVersion formats storage at an older metadata version (e.g. "4.1", where
+	// share.version starts at 0). Empty: the release's default.
+	ReleaseVersion string
+	// Features are extra "name=level" --feature arguments to the format command.
+	Features []string
+	// BrokerProps are extra server.properties entries for every node. They override the rig's
+	// defaults, e.g. share.coordinator.state.topic.replication.factor.
+	BrokerProps map[string]string
+	// Dir is where data and logs go (default: a new temp dir, removed by Stop).
+	Dir string
+	// Log receives progress lines (default: discarded).
+	Log func(format string, args ...any)
+}
+
+// Node is one running KRaft node.
+type Node struct {
+	ID             int32
+	Port           int
+	ControllerPort int
+	Dir            string
+	LogFile        string
+	propsFile      string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Kafka is a running local KRaft cluster.
+type Kafka struct {
+	Options   KafkaOptions
+	ClusterID string
+	Nodes     []*Node
+	classpath string
+	ownDir    bool
+}
+
+// StartKafka formats storage for each node and starts the brokers, returning once every
+// broker is in the metadata.
+func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
+	if opts.Version == "" {
+		opts.Version = DefaultKafkaVersion
+	}
+	if opts.Brokers <= 0 {
+		opts.Brokers = 1
+	}
+	if opts.Log == nil {
+		opts.Log = func(string, ...any) {}
+	}
+	cp, err := KafkaClasspath(opts.Version)
+	if err != nil {
+		return nil, err
+	}
+	k := &Kafka{Options: opts, classpath: cp}
+	if opts.Dir == "" {
+		d, err := os.MkdirTemp("", "kqo-kafka-")
+		if err != nil {
+			return nil, err
+		}
+		k.Options.Dir, k.ownDir = d, true
+	}
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	k.ClusterID = base64.RawURLEncoding.EncodeToString(id[:])
+
+	ports, err := freePorts(2 * opts.Brokers)
+	if err != nil {
+		return nil, err
+	}
+	var voters []string
+	for i := 0; i < opts.Brokers; i++ {
+		n := &Node{ID: int32(i + 1), Port: ports[2*i], ControllerPort: ports[2*i+1]}
+		n.Dir = filepath.Join(k.Options.Dir, fmt.Sprintf("node-%d", n.ID))
+		n.LogFile = filepath.Join(n.Dir, "server.log")
+		k.Nodes = append(k.Nodes, n)
+		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", n.ID, n.ControllerPort))
+	}
+	log4j := filepath.Join(k.Options.Dir, "log4j2.properties")
+	if err := os.WriteFile(log4j, []byte(log4jConfig), 0o644); err != nil {
+		return nil, err
+	}
+	rf := strconv.Itoa(min(3, opts.Brokers))
+	isr := strconv.Itoa(min(2, opts.Brokers))
+	for _, n := range k.Nodes {
+		props := map[string]string{
+			"process.roles":                                    "broker,controller",
+			"node.id":                                          strconv.Itoa(int(n.ID)),
+			"listeners":                                        fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", n.Port, n.ControllerPort),
+			"advertised.listeners":                             fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", n.Port),
+			"controller.listener.names":                        "CONTROLLER",
+			"listener.security.protocol.map":                   "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+			"inter.broker.listener.name":                       "PLAINTEXT",
+			"controller.quorum.voters":                         strings.Join(voters, ","),
+			"log.dirs":                                         filepath.Join(n.Dir, "data"),
+			"offsets.topic.replication.factor":                 rf,
+			"offsets.topic.num.partitions":                     "5",
+			"transaction.state.log.replication.factor":         rf,
+			"transaction.state.log.min.isr":                    isr,
+			"share.coordinator.state.topic.replication.factor": rf,
+			"share.coordinator.state.topic.min.isr":            isr,
+			"share.coordinator.state.topic.num.partitions":     "5",
+			"default.replication.factor":                       "1",
+			"num.partitions":                                   "1",
+			"group.initial.rebalance.delay.ms":                 "0",
+			"auto.create.topics.enable":                        "false",
+			"num.network.threads":                              "2",
+			"num.io.threads":                                   "4",
+			"log.flush.interval.messages":                      "1000000",
+		}
+		maps.Copy(props, opts.BrokerProps)
+		if err := os.MkdirAll(n.Dir, 0o755); err != nil {
+			return nil, err
+		}
+		n.propsFile = filepath.Join(n.Dir, "server.properties")
+		if err := writeProps(n.propsFile, props); err != nil {
+			return nil, err
+		}
+		args := []string{"kafka.tools.StorageTool", "format", "-t", k.ClusterID, "-c", n.propsFile}
+		if opts.ReleaseVersion != "" {
+			args = append(args, "--release-version", opts.ReleaseVersion)
+		}
+		for _, f := range opts.Features {
+			args = append(args, "--feature", f)
+		}
+		cmd := exec.CommandContext(ctx, "java", append([]string{"-cp", cp, "-Dlog4j2.configurationFile=" + log4j}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return nil, fmt.Errorf("formatting node %d: %w\n%s", n.ID, err, tail(string(out), 2000))
+		}
+	}
+	for _, n := range k.Nodes {
+		if err := k.startNode(n); err != nil {
+			k.Stop()
+			return nil, err
+		}
+	}
+	if err := k.WaitBrokers(ctx, opts.Brokers, 90*time.Second); err != nil {
+		k.Stop()
+		return nil, err
+	}
+	opts.Log("kafka %s: %d broker(s) up at %s (cluster %s, dir %s)", opts.Version, opts.Brokers, k.Bootstrap(), k.ClusterID, k.Options.Dir)
+	return k, nil
+}
+
+// Bootstrap returns the comma-separated bootstrap list.
+func (k *Kafka) Bootstrap() string { return strings.Join(k.BootstrapServers(), ",") }
+
+// BootstrapServers returns host:port of every node.
+func (k *Kafka) BootstrapServers() []string {
+	var s []string
+	for _, n := range k.Nodes {
+		s = append(s, fmt.Sprintf("127.0.0.1:%d", n.Port))
+	}
+	return s
+}
+
+func (k *Kafka) startNode(n *Node) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil {
+		return nil
+	}
+	logf, err := os.OpenFile(n.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("java",
+		"-Xms128m", "-Xmx768m", "-XX:+UseG1GC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
+		"-Dlog4j2.configurationFile="+filepath.Join(k.Options.Dir, "log4j2.properties"),
+		"-cp", k.classpath, "kafka.Kafka", n.propsFile)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Own process group, and die with the parent (Linux): a killed test run leaves no broker.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("starting node %d: %w", n.ID, err)
+	}
+	n.cmd = cmd
+	n.done = make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(n.done)
+	}()
+	return nil
+}
+
+// StopNode stops one node gracefully (SIGTERM, then SIGKILL after 30s).
+func (k *Kafka) StopNode(n *Node) {
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.cmd = nil
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+}
+
+// RestartNode stops a node, optionally rewrites some of its server.properties, and starts
+// it again, waiting until all brokers are back in the metadata.
+func (k *Kafka) RestartNode(ctx context.Context, n *Node, props map[string]string) error {
+	k.StopNode(n)
+	if len(props) > 0 {
+		cur, err := readProps(n.propsFile)
+		if err != nil {
+			return err
+		}
+		maps.Copy(cur, props)
+		if err := writeProps(n.propsFile, cur); err != nil {
+			return err
+		}
+	}
+	if err := k.startNode(n); err != nil {
+		return err
+	}
+	return k.WaitBrokers(ctx, len(k.Nodes), 90*time.Second)
+}
+
+// Stop stops every node and removes the data dir if the rig made it.
+func (k *Kafka) Stop() {
+	var wg sync.WaitGroup
+	for _, n := range k.Nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); k.StopNode(n) }()
+	}
+	wg.Wait()
+	if k.ownDir && os.Getenv("KQO_KEEP_RIG") == "" {
+		_ = os.RemoveAll(k.Options.Dir)
+	}
+}
+
+// WaitBrokers waits until the metadata lists n brokers.
+func (k *Kafka) WaitBrokers(ctx context.Context, n int, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.BootstrapServers()...), kgo.DialTimeout(2*time.Second))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	var last error
+	for {
+		for _, node := range k.Nodes {
+			node.mu.Lock()
+			done := node.done
+			node.mu.Unlock()
+			if done != nil {
+				select {
+				case <-done:
+					return fmt.Errorf("kafka node %d exited; log %s:\n%s", node.ID, node.LogFile, tailFile(node.LogFile, 3000))
+				default:
+				}
+			}
+		}
+		rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+		m, err := adm.BrokerMetadata(rctx)
+		rcancel()
+		if err == nil && len(m.Brokers) == n {
+			return nil
+		}
+		if err != nil {
+			last = err
+		} else {
+			last = fmt.Errorf("%d of %d brokers in metadata", len(m.Brokers), n)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %d kafka brokers: %w (last: %v)", n, ctx.Err(), last)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func writeProps(path string, props map[string]string) error {
+	keys := slices.Collect(maps.Keys(props))
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%s\n", k, props[k])
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+func readProps(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(k, "#") {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+func tailFile(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	return tail(string(b), n)
+}
+
+const log4jConfig = `status = warn
+appender.console.type = Console
+appender.console.name = STDOUT
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.stdout.ref = STDOUT
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.state.name = state.change.logger
+logger.state.level = WARN
+`
