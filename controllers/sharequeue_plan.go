@@ -327,7 +327,7 @@ func planQueue(sq *kqv1.ShareQueue, obs queueObservation) queuePlan {
 		}
 		p.CreateTopic = &kafka.NewTopic{Name: p.TopicName, Partitions: wantPartitions, ReplicationFactor: rf, Configs: normalisedConfigs(spec.Topic.Config)}
 		p.Partitions = wantPartitions
-		p.TopicReady = condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("topic %s created with %d partitions", p.TopicName, wantPartitions)}
+		p.TopicReady = condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("topic %s has %d partitions", p.TopicName, wantPartitions)}
 	case sq.Status.TopicID != "" && obs.Topic.ID != "" && obs.Topic.ID != sq.Status.TopicID:
 		p.Blocked = true
 		p.Partitions = obs.Topic.Partitions

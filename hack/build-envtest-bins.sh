@@ -10,7 +10,9 @@ set -euo pipefail
 KUBE_VERSION="${KUBE_VERSION:-v1.37.2}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 CACHE="${KQO_CACHE:-$HOME/.cache/kafka-queue-operator}"
-OUT="$CACHE/envtest/k8s-${KUBE_VERSION}-etcd-${ETCD_VERSION}"
+# Bump RECIPE when the way the binaries are built changes, so stale caches are rebuilt.
+RECIPE=2
+OUT="$CACHE/envtest/k8s-${KUBE_VERSION}-etcd-${ETCD_VERSION}-r${RECIPE}"
 
 if [[ -x "$OUT/kube-apiserver" && -x "$OUT/etcd" ]]; then
   echo "$OUT"
@@ -30,9 +32,13 @@ if [[ ! -x "$OUT/etcd" ]]; then
   cat > main.go <<'GO'
 package main
 
-import "go.etcd.io/etcd/server/v3/etcdmain"
+import (
+	"os"
 
-func main() { etcdmain.Main(nil) }
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
 GO
   go get "go.etcd.io/etcd/server/v3@${ETCD_VERSION}" >&2
   go mod tidy >&2

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Broker is one live broker from the metadata.
@@ -44,14 +45,20 @@ func (ci ClusterInfo) FeatureLevel(name string) int16 { return ci.Finalized[name
 // report, never inferred from API keys: a 4.1 broker advertises share APIs with
 // share.version 0.
 func (c *Client) DescribeCluster(ctx context.Context) (ClusterInfo, error) {
-	m, err := c.adm.BrokerMetadata(ctx)
+	// A direct request, not franz-go's metadata cache: brokers joining or leaving must show.
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{}
+	m, err := req.RequestWith(ctx, c.cl)
 	if err != nil {
 		return ClusterInfo{}, wrap("Metadata", "", err)
 	}
 	if len(m.Brokers) == 0 {
 		return ClusterInfo{}, wrap("Metadata", "", errNoBrokers)
 	}
-	ci := ClusterInfo{ClusterID: m.Cluster, ControllerID: m.Controller, Finalized: map[string]int16{}, Supported: map[string]FeatureRange{}}
+	ci := ClusterInfo{ControllerID: m.ControllerID, Finalized: map[string]int16{}, Supported: map[string]FeatureRange{}}
+	if m.ClusterID != nil {
+		ci.ClusterID = *m.ClusterID
+	}
 	for _, b := range m.Brokers {
 		br := Broker{ID: b.NodeID, Host: b.Host, Port: b.Port}
 		if b.Rack != nil {

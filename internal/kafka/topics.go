@@ -39,41 +39,51 @@ func (t Topic) UnderReplicated() int32 {
 	return n
 }
 
-// DescribeTopics reads the metadata of the named topics in one Metadata request (auto
-// creation off). Missing topics have Err with IsNotFound.
+// DescribeTopics reads the metadata of the named topics in one Metadata request sent to a
+// broker (never franz-go's metadata cache, which may be seconds old; auto creation off).
+// Missing topics have Err with IsNotFound.
 func (c *Client) DescribeTopics(ctx context.Context, names ...string) (map[string]Topic, error) {
 	out := make(map[string]Topic, len(names))
 	if len(names) == 0 {
 		return out, nil
 	}
-	m, err := c.adm.Metadata(ctx, names...)
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = false
+	for _, name := range names {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(name)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, c.cl)
 	if err != nil {
 		return nil, wrap("Metadata", "", err)
 	}
-	for _, name := range names {
-		td, ok := m.Topics[name]
-		if !ok {
-			out[name] = Topic{Name: name, Err: &Error{Op: "Metadata", Resource: "topic " + name, Err: kerr.UnknownTopicOrPartition}}
+	for _, rt := range resp.Topics {
+		if rt.Topic == nil {
 			continue
 		}
-		if td.Err != nil {
-			out[name] = Topic{Name: name, Err: &Error{Op: "Metadata", Resource: "topic " + name, Err: td.Err}}
+		name := *rt.Topic
+		if err := itemErr("Metadata", "topic "+name, rt.ErrorCode, nil); err != nil {
+			out[name] = Topic{Name: name, Err: err}
 			continue
 		}
-		t := Topic{Name: name, Internal: td.IsInternal, Partitions: int32(len(td.Partitions)), Replicas: map[int32][]int32{}, ISR: map[int32][]int32{}}
-		if td.ID != ([16]byte{}) {
-			t.ID = td.ID.String()
+		t := Topic{Name: name, Internal: rt.IsInternal, Partitions: int32(len(rt.Partitions)), Replicas: map[int32][]int32{}, ISR: map[int32][]int32{}}
+		if rt.TopicID != ([16]byte{}) {
+			t.ID = topicID(rt.TopicID)
 		}
-		first := true
-		for p, pd := range td.Partitions {
-			t.Replicas[p] = pd.Replicas
-			t.ISR[p] = pd.ISR
-			if first || int32(len(pd.Replicas)) < t.ReplicationFactor {
-				t.ReplicationFactor = int32(len(pd.Replicas))
-				first = false
+		for i, p := range rt.Partitions {
+			t.Replicas[p.Partition] = p.Replicas
+			t.ISR[p.Partition] = p.ISR
+			if i == 0 || int32(len(p.Replicas)) < t.ReplicationFactor {
+				t.ReplicationFactor = int32(len(p.Replicas))
 			}
 		}
 		out[name] = t
+	}
+	for _, name := range names {
+		if _, ok := out[name]; !ok {
+			out[name] = Topic{Name: name, Err: &Error{Op: "Metadata", Resource: "topic " + name, Err: kerr.UnknownTopicOrPartition}}
+		}
 	}
 	return out, nil
 }

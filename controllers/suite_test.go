@@ -1,0 +1,203 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
+)
+
+// testRig is the real kube-apiserver + etcd, one real Kafka broker and the manager running
+// the controllers in-process, started once for the integration tests of this package (unit
+// tests of the plan never start it).
+type testRig struct {
+	env     *envtest.Environment
+	kafka   *rig.Kafka
+	k8s     client.Client
+	counter *kafka.RequestCounter
+	admin   *kafka.Client // a separate client for checking Kafka from outside the operator
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+var (
+	rigOnce sync.Once
+	rigVal  *testRig
+	rigErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if rigVal != nil {
+		rigVal.stop()
+	}
+	os.Exit(code)
+}
+
+// startRig starts (once) and returns the shared rig; it fails the test if the rig cannot start.
+func startRig(t *testing.T) *testRig {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs the local apiserver and Kafka rig")
+	}
+	rigOnce.Do(func() { rigVal, rigErr = newTestRig() })
+	if rigErr != nil {
+		t.Fatalf("starting the test rig: %v", rigErr)
+	}
+	return rigVal
+}
+
+func newTestRig() (*testRig, error) {
+	ctx := context.Background()
+	logf := func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }
+	k, err := rig.StartKafka(ctx, rig.KafkaOptions{Log: logf})
+	if err != nil {
+		return nil, err
+	}
+	env, cfg, err := rig.StartAPIServer()
+	if err != nil {
+		k.Stop()
+		return nil, err
+	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = kqv1.AddToScheme(scheme)
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return nil, err
+	}
+	counter := &kafka.RequestCounter{}
+	pool := kafka.NewPool(counter)
+	if err := SetupAll(mgr, pool, Options{ProbeInterval: 5 * time.Second, ResyncInterval: time.Hour, KafkaTimeout: 20 * time.Second}); err != nil {
+		return nil, err
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(mctx); err != nil {
+			logf("manager: %v", err)
+		}
+	}()
+	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	admin, err := kafka.NewClient(kafka.Config{BootstrapServers: k.BootstrapServers(), ClientID: "test-admin"})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &testRig{env: env, kafka: k, k8s: k8s, counter: counter, admin: admin, cancel: cancel, done: done}, nil
+}
+
+func zapLevel() zapcore.Level {
+	if os.Getenv("KQO_TEST_VERBOSE") != "" {
+		return zapcore.DebugLevel
+	}
+	return zapcore.ErrorLevel
+}
+
+func (r *testRig) stop() {
+	r.cancel()
+	<-r.done
+	r.admin.Close()
+	_ = r.env.Stop()
+	r.kafka.Stop()
+}
+
+// eventually polls cond until it returns "" or the timeout passes, then fails with its last
+// complaint.
+func eventually(t *testing.T, timeout time.Duration, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for {
+		if last = cond(); last == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %s", timeout, last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newNamespace creates a fresh namespace for one test.
+func (r *testRig) newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "kqo-test-"}}
+	if err := r.k8s.Create(ctxFor(t), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// newCluster creates a KafkaCluster pointing at the rig's broker and waits until it is Ready.
+func (r *testRig) newCluster(t *testing.T, ns string) *kqv1.KafkaCluster {
+	t.Helper()
+	kc := &kqv1.KafkaCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "local"},
+		Spec:       kqv1.KafkaClusterSpec{BootstrapServers: r.kafka.BootstrapServers()},
+	}
+	if err := r.k8s.Create(ctxFor(t), kc); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, func() string {
+		if err := r.k8s.Get(ctxFor(t), client.ObjectKeyFromObject(kc), kc); err != nil {
+			return err.Error()
+		}
+		if c := findCondition(kc.Status.Conditions, kqv1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Sprintf("KafkaCluster not Ready: %+v", kc.Status.Conditions)
+		}
+		return ""
+	})
+	return kc
+}
+
+// waitQueue waits until the ShareQueue's condition typ has status want (at the current
+// generation) and returns the queue.
+func (r *testRig) waitQueue(t *testing.T, sq *kqv1.ShareQueue, typ string, want metav1.ConditionStatus) *kqv1.ShareQueue {
+	t.Helper()
+	out := &kqv1.ShareQueue{}
+	eventually(t, 60*time.Second, func() string {
+		if err := r.k8s.Get(ctxFor(t), client.ObjectKeyFromObject(sq), out); err != nil {
+			return err.Error()
+		}
+		c := findCondition(out.Status.Conditions, typ)
+		if c == nil || c.Status != want || c.ObservedGeneration != out.Generation || out.Status.ObservedGeneration != out.Generation {
+			return fmt.Sprintf("ShareQueue %s: want %s=%s at generation %d; conditions %+v", sq.Name, typ, want, out.Generation, out.Status.Conditions)
+		}
+		return ""
+	})
+	return out
+}
