@@ -298,11 +298,11 @@ var stallingReasons = map[string]bool{
 func (r *ShareQueueReconciler) report(sq *kqv1.ShareQueue, plan *queuePlan, res applyResult, group *kqv1.QueueGroupStatus, mode string) {
 	gen := sq.Generation
 	st := &sq.Status
-	if st.TopicID == "" && res.topicID != "" {
-		st.TopicID = res.topicID // pinned: a recreated topic is detected, not adopted
-	}
-	if res.topicCreated {
-		st.TopicCreated = true
+	switch {
+	case res.topicCreated:
+		st.TopicID, st.TopicCreated = res.topicID, true
+	case st.TopicID == "" && res.topicID != "":
+		st.TopicID = res.topicID // pinned: a topic recreated outside the operator is detected, not adopted
 	}
 	st.Partitions, st.ReplicationFactor = res.partitions, res.rf
 	st.Group = group

@@ -1,0 +1,133 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+func probeOf(brokers int, shareVersion int16, supportedMax int16, cfg kafka.BrokerConfigs, state *kafka.Topic) clusterProbe {
+	pr := clusterProbe{
+		Info: kafka.ClusterInfo{
+			ClusterID: "cid", ControllerID: 1,
+			Finalized: map[string]int16{"metadata.version": 27},
+			Supported: map[string]kafka.FeatureRange{"share.version": {Min: 0, Max: supportedMax}},
+		},
+		BrokerConfigs: cfg,
+	}
+	if shareVersion > 0 {
+		pr.Info.Finalized["share.version"] = shareVersion
+	}
+	for i := 1; i <= brokers; i++ {
+		pr.Info.Brokers = append(pr.Info.Brokers, kafka.Broker{ID: int32(i), Host: "h", Port: 9092})
+	}
+	if state != nil {
+		pr.StateTopic = *state
+	} else {
+		pr.StateTopic = kafka.Topic{Err: &kafka.Error{Op: "Metadata", Err: kerr.UnknownTopicOrPartition}}
+	}
+	return pr
+}
+
+func stateTopic(rf int, partitions int32, inSync bool) *kafka.Topic {
+	t := &kafka.Topic{Name: ShareStateTopic, Partitions: partitions, ReplicationFactor: int32(rf), Replicas: map[int32][]int32{}, ISR: map[int32][]int32{}}
+	for p := int32(0); p < partitions; p++ {
+		reps := make([]int32, rf)
+		for i := range reps {
+			reps[i] = int32(i + 1)
+		}
+		t.Replicas[p] = reps
+		t.ISR[p] = reps
+		if !inSync && p == 0 {
+			t.ISR[p] = reps[:1]
+		}
+	}
+	return t
+}
+
+func TestPlanClusterBoundsAbsentAreAbsent(t *testing.T) {
+	cfg := kafka.BrokerConfigs{
+		"group.share.record.lock.duration.ms": "30000", "group.share.min.record.lock.duration.ms": "15000", "group.share.max.record.lock.duration.ms": "60000",
+		"group.share.delivery.count.limit": "5", // no min/max: a 4.2 broker
+	}
+	st, _, _ := planCluster(&kqv1.KafkaCluster{}, probeOf(1, 1, 1, cfg, nil))
+	b := st.ShareBounds
+	if *b.RecordLockDurationMs.Min != 15000 || *b.RecordLockDurationMs.Max != 60000 || *b.DeliveryCountLimit.Default != 5 {
+		t.Errorf("bounds %+v", b)
+	}
+	if b.DeliveryCountLimit.Min != nil || b.DeliveryCountLimit.Max != nil || b.PartitionMaxRecordLocks.Default != nil {
+		t.Errorf("invented bounds: delivery %+v locks %+v", b.DeliveryCountLimit, b.PartitionMaxRecordLocks)
+	}
+}
+
+func TestPlanClusterShareVersion(t *testing.T) {
+	observe := &kqv1.KafkaCluster{Spec: kqv1.KafkaClusterSpec{BootstrapServers: []string{"k:9092"}, FeaturePolicy: kqv1.FeaturePolicyObserve}}
+	finalize := func(target int32) *kqv1.KafkaCluster {
+		return &kqv1.KafkaCluster{Spec: kqv1.KafkaClusterSpec{FeaturePolicy: kqv1.FeaturePolicyFinalize, TargetShareVersion: ptr.To(target)}}
+	}
+	cases := []struct {
+		name       string
+		kc         *kqv1.KafkaCluster
+		level, max int16
+		wantStatus metav1.ConditionStatus
+		wantReason string
+		wantAction int16
+		wantMsg    string
+	}{
+		{"observe at 0 says how to enable", observe, 0, 1, metav1.ConditionFalse, kqv1.ReasonShareGroupsDisabled, 0, "kafka-features.sh --bootstrap-server k:9092 upgrade --feature share.version=1"},
+		{"observe at 1", observe, 1, 2, metav1.ConditionTrue, kqv1.ReasonShareGroupsEnabled, 0, "share.version 1"},
+		{"finalize raises", finalize(1), 0, 1, metav1.ConditionFalse, kqv1.ReasonProgressing, 1, "from 0 to 1"},
+		{"finalize never above support", finalize(2), 1, 1, metav1.ConditionTrue, kqv1.ReasonFeatureUnsupported, 0, "max 1"},
+		{"finalize never downgrades", finalize(1), 2, 2, metav1.ConditionTrue, kqv1.ReasonShareGroupsEnabled, 0, "share.version 2"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st, conds, act := planCluster(tc.kc, probeOf(1, tc.level, tc.max, nil, nil))
+			if conds.ShareGroups.Status != tc.wantStatus || conds.ShareGroups.Reason != tc.wantReason || !strings.Contains(conds.ShareGroups.Message, tc.wantMsg) {
+				t.Errorf("ShareGroupsEnabled %+v, want %s/%s containing %q", conds.ShareGroups, tc.wantStatus, tc.wantReason, tc.wantMsg)
+			}
+			if act.FinalizeShareVersion != tc.wantAction {
+				t.Errorf("finalize to %d, want %d", act.FinalizeShareVersion, tc.wantAction)
+			}
+			if st.ShareVersion != int32(tc.level) || st.BrokerNativeDLQ != (tc.level >= 2) {
+				t.Errorf("shareVersion %d dlq %v", st.ShareVersion, st.BrokerNativeDLQ)
+			}
+		})
+	}
+}
+
+func TestPlanClusterShareStateTopic(t *testing.T) {
+	rf3 := kafka.BrokerConfigs{"share.coordinator.state.topic.replication.factor": "3", "share.coordinator.state.topic.min.isr": "2"}
+	cases := []struct {
+		name       string
+		brokers    int
+		state      *kafka.Topic
+		wantStatus metav1.ConditionStatus
+		wantReason string
+		wantMsg    string
+	}{
+		{"missing and uncreatable on one broker", 1, nil, metav1.ConditionFalse, kqv1.ReasonShareStateUncreatable, "share.coordinator.state.topic.replication.factor=1"},
+		{"missing but creatable", 3, nil, metav1.ConditionTrue, kqv1.ReasonShareStateNotCreated, "first share-group use"},
+		{"rf below what the cluster holds", 3, stateTopic(1, 5, true), metav1.ConditionFalse, kqv1.ReasonShareStateUnderReplicated, "replication factor 1; the cluster's 3 brokers can hold 3"},
+		{"isr short", 3, stateTopic(3, 5, false), metav1.ConditionFalse, kqv1.ReasonShareStateUnderReplicated, "1 under-replicated"},
+		{"healthy", 3, stateTopic(3, 5, true), metav1.ConditionTrue, kqv1.ReasonShareStateReplicated, "replication factor 3"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st, conds, _ := planCluster(&kqv1.KafkaCluster{}, probeOf(tc.brokers, 1, 1, rf3, tc.state))
+			c := conds.ShareState
+			if c.Status != tc.wantStatus || c.Reason != tc.wantReason || !strings.Contains(c.Message, tc.wantMsg) {
+				t.Errorf("ShareStateReplicated %+v, want %s/%s containing %q", c, tc.wantStatus, tc.wantReason, tc.wantMsg)
+			}
+			if st.ShareStateTopic.Exists != (tc.state != nil) || *st.ShareStateTopic.ConfiguredReplicationFactor != 3 {
+				t.Errorf("share state status %+v", st.ShareStateTopic)
+			}
+		})
+	}
+}

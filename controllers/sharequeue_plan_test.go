@@ -1,0 +1,400 @@
+package controllers
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// bounds43 are the Kafka 4.3/4.4 broker defaults and KIP-1240 bounds.
+func bounds43() *kqv1.ShareBounds {
+	b := func(min, def, max int64) kqv1.Bound { return kqv1.Bound{Min: &min, Default: &def, Max: &max} }
+	return &kqv1.ShareBounds{
+		DeliveryCountLimit:      b(2, 5, 10),
+		RecordLockDurationMs:    b(15000, 30000, 60000),
+		PartitionMaxRecordLocks: b(100, 2000, 4000),
+		SessionTimeoutMs:        b(45000, 45000, 60000),
+		HeartbeatIntervalMs:     b(5000, 5000, 15000),
+	}
+}
+
+// bounds42 are what a 4.2 broker reports: defaults, and no min/max for delivery count and
+// record locks (no group-level delivery count or record locks either).
+func bounds42() *kqv1.ShareBounds {
+	def := func(v int64) kqv1.Bound { return kqv1.Bound{Default: &v} }
+	b := func(min, def, max int64) kqv1.Bound { return kqv1.Bound{Min: &min, Default: &def, Max: &max} }
+	return &kqv1.ShareBounds{
+		DeliveryCountLimit:      def(5),
+		RecordLockDurationMs:    b(15000, 30000, 60000),
+		PartitionMaxRecordLocks: def(2000),
+		SessionTimeoutMs:        b(45000, 45000, 60000),
+		HeartbeatIntervalMs:     b(5000, 5000, 15000),
+	}
+}
+
+// defaultGroupConfigs is what DescribeConfigs on a GROUP returns before any override (4.3+).
+func defaultGroupConfigs() map[string]kafka.ConfigEntry {
+	d := func(v string) kafka.ConfigEntry {
+		return kafka.ConfigEntry{Value: v, Source: kmsg.ConfigSourceDefaultConfig}
+	}
+	return map[string]kafka.ConfigEntry{
+		"share.record.lock.duration.ms":    d("30000"),
+		"share.delivery.count.limit":       d("5"),
+		"share.partition.max.record.locks": d("2000"),
+		"share.session.timeout.ms":         d("45000"),
+		"share.heartbeat.interval.ms":      d("5000"),
+		"share.auto.offset.reset":          d("latest"),
+		"share.isolation.level":            d("read_uncommitted"),
+		"share.renew.acknowledge.enable":   d("true"),
+	}
+}
+
+func override(v string) kafka.ConfigEntry {
+	return kafka.ConfigEntry{Value: v, Source: kmsg.ConfigSourceGroupConfig}
+}
+
+func topicOverride(v string) kafka.ConfigEntry {
+	return kafka.ConfigEntry{Value: v, Source: kmsg.ConfigSourceDynamicTopicConfig}
+}
+
+func queue(mut func(*kqv1.ShareQueue)) *kqv1.ShareQueue {
+	sq := &kqv1.ShareQueue{
+		ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "ns", Generation: 1},
+		Spec: kqv1.ShareQueueSpec{
+			ClusterRef:   kqv1.ClusterReference{Name: "c"},
+			Topic:        kqv1.QueueTopicSpec{Partitions: 3},
+			BoundsPolicy: kqv1.BoundsPolicyReject, DeletionPolicy: kqv1.DeletionPolicyRetain,
+			AdoptionPolicy: kqv1.AdoptionPolicyAdoptOrCreate, DriftPolicy: kqv1.DriftPolicyEnforce,
+		},
+	}
+	if mut != nil {
+		mut(sq)
+	}
+	return sq
+}
+
+func liveTopic(partitions, rf int32, id string) kafka.Topic {
+	return kafka.Topic{Name: "q", ID: id, Partitions: partitions, ReplicationFactor: rf}
+}
+
+func missingTopic() kafka.Topic {
+	return kafka.Topic{Name: "q", Err: &kafka.Error{Op: "Metadata", Err: kerr.UnknownTopicOrPartition}}
+}
+
+func obsWith(topic kafka.Topic, topicCfg map[string]kafka.ConfigEntry, group map[string]kafka.ConfigEntry, bounds *kqv1.ShareBounds) queueObservation {
+	return queueObservation{
+		Cluster:      kqv1.KafkaClusterStatus{ShareVersion: 1, ShareBounds: bounds},
+		Topic:        topic,
+		TopicConfigs: topicCfg,
+		GroupConfigs: group,
+	}
+}
+
+func TestPlanCreatesMissingTopicWithConfigs(t *testing.T) {
+	sq := queue(func(sq *kqv1.ShareQueue) {
+		sq.Spec.Topic.Config = kqv1.TopicConfigs{"retention.ms": " 3600000 ", "cleanup.policy": "delete"}
+		sq.Spec.Topic.ReplicationFactor = ptr.To[int32](2)
+	})
+	p := planQueue(sq, obsWith(missingTopic(), nil, defaultGroupConfigs(), bounds43()))
+	want := &kafka.NewTopic{Name: "q", Partitions: 3, ReplicationFactor: 2, Configs: map[string]string{"retention.ms": "3600000", "cleanup.policy": "delete"}}
+	if d := cmp.Diff(want, p.CreateTopic); d != "" {
+		t.Errorf("CreateTopic (-want +got):\n%s", d)
+	}
+	if p.TopicReady.Status != metav1.ConditionTrue || len(p.GroupConfigs) != 0 {
+		t.Errorf("TopicReady %+v group changes %v", p.TopicReady, p.GroupConfigs)
+	}
+}
+
+func TestPlanTopicDecisions(t *testing.T) {
+	cases := []struct {
+		name       string
+		sq         *kqv1.ShareQueue
+		topic      kafka.Topic
+		cfg        map[string]kafka.ConfigEntry
+		wantReason string
+		wantGrow   int32
+		wantCreate bool
+		wantAlter  []kafka.AlterConfig
+	}{
+		{name: "grow partitions", sq: queue(nil), topic: liveTopic(2, 1, "A"), wantReason: kqv1.ReasonReady, wantGrow: 3},
+		{name: "more live partitions than declared", sq: queue(nil), topic: liveTopic(5, 1, "A"), wantReason: kqv1.ReasonPartitionCountMismatch},
+		{name: "replication factor differs", sq: queue(func(sq *kqv1.ShareQueue) { sq.Spec.Topic.ReplicationFactor = ptr.To[int32](3) }), topic: liveTopic(3, 1, "A"), wantReason: kqv1.ReasonReplicationFactorMismatch},
+		{name: "adopt waits for a missing topic", sq: queue(func(sq *kqv1.ShareQueue) { sq.Spec.AdoptionPolicy = kqv1.AdoptionPolicyAdopt }), topic: missingTopic(), wantReason: kqv1.ReasonTopicNotFound},
+		{name: "create refuses an existing topic", sq: queue(func(sq *kqv1.ShareQueue) { sq.Spec.AdoptionPolicy = kqv1.AdoptionPolicyCreate }), topic: liveTopic(3, 1, "A"), wantReason: kqv1.ReasonTopicExists},
+		{name: "create accepts the topic it created", sq: queue(func(sq *kqv1.ShareQueue) {
+			sq.Spec.AdoptionPolicy = kqv1.AdoptionPolicyCreate
+			sq.Status.TopicID = "A"
+		}), topic: liveTopic(3, 1, "A"), wantReason: kqv1.ReasonReady},
+		{name: "recreated topic is reported, not adopted", sq: queue(func(sq *kqv1.ShareQueue) { sq.Status.TopicID = "OLD" }), topic: liveTopic(1, 1, "NEW"), wantReason: kqv1.ReasonTopicIDChanged},
+		{name: "deleted topic is recreated", sq: queue(func(sq *kqv1.ShareQueue) { sq.Status.TopicID = "OLD" }), topic: missingTopic(), wantReason: kqv1.ReasonReady, wantCreate: true},
+		{name: "equal normalised config writes nothing", sq: queue(func(sq *kqv1.ShareQueue) {
+			sq.Spec.Topic.Config = kqv1.TopicConfigs{"retention.ms": "86400000 ", "cleanup.policy": "compact, delete"}
+		}), topic: liveTopic(3, 1, "A"), cfg: map[string]kafka.ConfigEntry{"retention.ms": topicOverride("86400000"), "cleanup.policy": topicOverride("compact,delete")}, wantReason: kqv1.ReasonReady},
+		{name: "declared value equal to the broker default writes nothing", sq: queue(func(sq *kqv1.ShareQueue) {
+			sq.Spec.Topic.Config = kqv1.TopicConfigs{"cleanup.policy": "delete"}
+		}), topic: liveTopic(3, 1, "A"), cfg: map[string]kafka.ConfigEntry{"cleanup.policy": {Value: "delete", Source: kmsg.ConfigSourceDefaultConfig}}, wantReason: kqv1.ReasonReady},
+		{name: "config drift is corrected, undeclared overrides removed, throttles kept", sq: queue(func(sq *kqv1.ShareQueue) {
+			sq.Spec.Topic.Config = kqv1.TopicConfigs{"retention.ms": "1000"}
+		}), topic: liveTopic(3, 1, "A"), cfg: map[string]kafka.ConfigEntry{
+			"retention.ms": topicOverride("2000"), "max.message.bytes": topicOverride("100"),
+			"leader.replication.throttled.replicas": topicOverride("0:1"), "segment.ms": {Value: "1", Source: kmsg.ConfigSourceDefaultConfig},
+		}, wantReason: kqv1.ReasonReady, wantAlter: []kafka.AlterConfig{
+			{Name: "retention.ms", Op: kafka.OpSet, Value: "1000"}, {Name: "max.message.bytes", Op: kafka.OpDelete},
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := planQueue(tc.sq, obsWith(tc.topic, tc.cfg, defaultGroupConfigs(), bounds43()))
+			if p.TopicReady.Reason != tc.wantReason {
+				t.Errorf("TopicReady %+v, want reason %s", p.TopicReady, tc.wantReason)
+			}
+			if p.GrowPartitionsTo != tc.wantGrow {
+				t.Errorf("grow to %d, want %d", p.GrowPartitionsTo, tc.wantGrow)
+			}
+			if (p.CreateTopic != nil) != tc.wantCreate {
+				t.Errorf("create %+v, want create=%v", p.CreateTopic, tc.wantCreate)
+			}
+			if d := cmp.Diff(tc.wantAlter, p.TopicConfigs); d != "" {
+				t.Errorf("topic config changes (-want +got):\n%s", d)
+			}
+			if p.Blocked && !p.Empty() {
+				t.Errorf("blocked plan still writes: %v", p.Changes())
+			}
+		})
+	}
+}
+
+func TestPlanBoundsRejectAndClamp(t *testing.T) {
+	lockTooLong := func(policy kqv1.BoundsPolicy) *kqv1.ShareQueue {
+		return queue(func(sq *kqv1.ShareQueue) {
+			sq.Spec.BoundsPolicy = policy
+			sq.Spec.Delivery.LockDuration = &metav1.Duration{Duration: 2 * time.Minute}
+			sq.Spec.Delivery.MaxDeliveryAttempts = ptr.To[int32](1) // below the CEL floor but test the bound anyway
+			sq.Spec.Delivery.MaxInFlightPerPartition = ptr.To[int32](500)
+		})
+	}
+	obs := obsWith(liveTopic(3, 1, "A"), nil, defaultGroupConfigs(), bounds43())
+
+	p := planQueue(lockTooLong(kqv1.BoundsPolicyReject), obs)
+	if p.ConfigValid.Status != metav1.ConditionFalse || p.ConfigValid.Reason != kqv1.ReasonOutOfBrokerBounds {
+		t.Fatalf("ConfigValid %+v", p.ConfigValid)
+	}
+	for _, want := range []string{
+		"delivery.lockDuration 2m0s (share.record.lock.duration.ms=120000) is above the brokers' maximum group.share.max.record.lock.duration.ms=60000 (1m0s)",
+		"delivery.maxDeliveryAttempts 1 is below the brokers' minimum group.share.min.delivery.count.limit=2",
+	} {
+		if !strings.Contains(p.ConfigValid.Message, want) {
+			t.Errorf("message %q lacks %q", p.ConfigValid.Message, want)
+		}
+	}
+	wantWrites := []kafka.AlterConfig{{Name: "share.partition.max.record.locks", Op: kafka.OpSet, Value: "500"}}
+	if d := cmp.Diff(wantWrites, p.GroupConfigs); d != "" {
+		t.Errorf("Reject writes only the in-bounds field (-want +got):\n%s", d)
+	}
+	if e := p.Effective.LockDuration; e.Value != "30s" || e.Source != kqv1.SourceBrokerDefault {
+		t.Errorf("effective lock after reject %+v, want broker default 30s", e)
+	}
+	if c := p.Capacity; c == nil || c.MaxInFlightRecords != 1500 || c.InFlightStateBytes != 48000 {
+		t.Errorf("capacity %+v, want 3×500 records, 48000 bytes", c)
+	}
+
+	p = planQueue(lockTooLong(kqv1.BoundsPolicyClamp), obs)
+	if p.ConfigValid.Status != metav1.ConditionTrue || p.ConfigValid.Reason != kqv1.ReasonClampedToBrokerBounds {
+		t.Fatalf("ConfigValid %+v", p.ConfigValid)
+	}
+	wantWrites = []kafka.AlterConfig{
+		{Name: "share.record.lock.duration.ms", Op: kafka.OpSet, Value: "60000"},
+		{Name: "share.delivery.count.limit", Op: kafka.OpSet, Value: "2"},
+		{Name: "share.partition.max.record.locks", Op: kafka.OpSet, Value: "500"},
+	}
+	if d := cmp.Diff(wantWrites, p.GroupConfigs); d != "" {
+		t.Errorf("Clamp writes (-want +got):\n%s", d)
+	}
+	if e := p.Effective.LockDuration; e.Value != "1m0s" || e.Source != kqv1.SourceClamped {
+		t.Errorf("effective lock %+v", e)
+	}
+}
+
+func TestPlanEffectiveValues(t *testing.T) {
+	group := defaultGroupConfigs()
+	group["share.heartbeat.interval.ms"] = override("7000")
+	// A stored override outside narrowed bounds is clamped by brokers at run time (KIP-1240).
+	group["share.session.timeout.ms"] = override("90000")
+	sq := queue(func(sq *kqv1.ShareQueue) {
+		sq.Spec.Delivery.HeartbeatInterval = &metav1.Duration{Duration: 7 * time.Second}
+		sq.Spec.DriftPolicy = kqv1.DriftPolicyIgnore
+	})
+	p := planQueue(sq, obsWith(liveTopic(4, 1, "A"), nil, group, bounds43()))
+	want := kqv1.EffectiveDelivery{
+		LockDuration:            &kqv1.EffectiveValue{Config: "share.record.lock.duration.ms", Value: "30s", Source: kqv1.SourceBrokerDefault},
+		MaxDeliveryAttempts:     &kqv1.EffectiveValue{Config: "share.delivery.count.limit", Value: "5", Source: kqv1.SourceBrokerDefault},
+		MaxInFlightPerPartition: &kqv1.EffectiveValue{Config: "share.partition.max.record.locks", Value: "2000", Source: kqv1.SourceBrokerDefault},
+		SessionTimeout:          &kqv1.EffectiveValue{Config: "share.session.timeout.ms", Value: "1m0s", Source: kqv1.SourceClamped},
+		HeartbeatInterval:       &kqv1.EffectiveValue{Config: "share.heartbeat.interval.ms", Value: "7s", Source: kqv1.SourceGroupOverride},
+		AutoOffsetReset:         &kqv1.EffectiveValue{Config: "share.auto.offset.reset", Value: "latest", Source: kqv1.SourceBrokerDefault},
+		IsolationLevel:          &kqv1.EffectiveValue{Config: "share.isolation.level", Value: "read_uncommitted", Source: kqv1.SourceBrokerDefault},
+		RenewAcknowledge:        &kqv1.EffectiveValue{Config: "share.renew.acknowledge.enable", Value: "true", Source: kqv1.SourceBrokerDefault},
+	}
+	if d := cmp.Diff(want, p.Effective); d != "" {
+		t.Errorf("effective (-want +got):\n%s", d)
+	}
+	if !p.Empty() {
+		t.Errorf("in-sync queue under Ignore plans writes: %v", p.Changes())
+	}
+	if c := p.Capacity; c.MaxInFlightRecords != 8000 {
+		t.Errorf("capacity %+v, want 4×2000", c)
+	}
+}
+
+func TestPlanGroupDrift(t *testing.T) {
+	group := defaultGroupConfigs()
+	group["share.record.lock.duration.ms"] = override("20000")
+	group["share.isolation.level"] = override("read_committed")
+	spec := func(policy kqv1.DriftPolicy) *kqv1.ShareQueue {
+		return queue(func(sq *kqv1.ShareQueue) {
+			sq.Spec.DriftPolicy = policy
+			sq.Spec.Delivery.LockDuration = &metav1.Duration{Duration: 25 * time.Second}
+		})
+	}
+	obs := obsWith(liveTopic(3, 1, "A"), nil, group, bounds43())
+
+	enforce := planQueue(spec(kqv1.DriftPolicyEnforce), obs)
+	want := []kafka.AlterConfig{
+		{Name: "share.record.lock.duration.ms", Op: kafka.OpSet, Value: "25000"},
+		{Name: "share.isolation.level", Op: kafka.OpDelete},
+	}
+	if d := cmp.Diff(want, enforce.GroupConfigs); d != "" {
+		t.Errorf("Enforce (-want +got):\n%s", d)
+	}
+	report := planQueue(spec(kqv1.DriftPolicyReport), obs)
+	if len(report.GroupConfigs) != 0 || len(report.Drift) != 2 || report.GroupConfig.Reason != kqv1.ReasonDriftDetected {
+		t.Errorf("Report: writes %v drift %v cond %+v", report.GroupConfigs, report.Drift, report.GroupConfig)
+	}
+	ignore := planQueue(spec(kqv1.DriftPolicyIgnore), obs)
+	if !ignore.Empty() || len(ignore.Drift) != 0 {
+		t.Errorf("Ignore: writes %v drift %v", ignore.Changes(), ignore.Drift)
+	}
+	// A queue whose spec matches the live overrides plans nothing at all.
+	group["share.record.lock.duration.ms"] = override("25000")
+	delete(group, "share.isolation.level")
+	group["share.isolation.level"] = kafka.ConfigEntry{Value: "read_uncommitted", Source: kmsg.ConfigSourceDefaultConfig}
+	if p := planQueue(spec(kqv1.DriftPolicyEnforce), obsWith(liveTopic(3, 1, "A"), nil, group, bounds43())); !p.Empty() {
+		t.Errorf("in-sync plan not empty: %v", p.Changes())
+	}
+}
+
+func TestPlanUnsupportedOnOlderBrokers(t *testing.T) {
+	// Kafka 4.2: no group-level share.delivery.count.limit / share.partition.max.record.locks.
+	group := defaultGroupConfigs()
+	delete(group, "share.delivery.count.limit")
+	delete(group, "share.partition.max.record.locks")
+	sq := queue(func(sq *kqv1.ShareQueue) {
+		sq.Spec.Delivery.MaxDeliveryAttempts = ptr.To[int32](4)
+		sq.Spec.Delivery.LockDuration = &metav1.Duration{Duration: 20 * time.Second}
+	})
+	p := planQueue(sq, obsWith(liveTopic(3, 1, "A"), nil, group, bounds42()))
+	if p.ConfigValid.Reason != kqv1.ReasonUnsupportedByCluster || !strings.Contains(p.ConfigValid.Message, "delivery.maxDeliveryAttempts=4 needs group config share.delivery.count.limit") {
+		t.Errorf("ConfigValid %+v", p.ConfigValid)
+	}
+	want := []kafka.AlterConfig{{Name: "share.record.lock.duration.ms", Op: kafka.OpSet, Value: "20000"}}
+	if d := cmp.Diff(want, p.GroupConfigs); d != "" {
+		t.Errorf("writes (-want +got):\n%s", d)
+	}
+	if e := p.Effective.MaxDeliveryAttempts; e.Value != "5" || e.Source != kqv1.SourceBrokerDefault {
+		t.Errorf("effective delivery count %+v, want the broker default 5", e)
+	}
+	// Without a bound the value is not checked against an invented one.
+	if strings.Contains(p.ConfigValid.Message, "bound") || strings.Contains(p.ConfigValid.Message, "maximum") {
+		t.Errorf("message invents a bound: %q", p.ConfigValid.Message)
+	}
+}
+
+func TestPlanShareGroupsDisabledWritesNoGroupConfig(t *testing.T) {
+	sq := queue(func(sq *kqv1.ShareQueue) { sq.Spec.Delivery.MaxDeliveryAttempts = ptr.To[int32](4) })
+	obs := obsWith(missingTopic(), nil, defaultGroupConfigs(), bounds43())
+	obs.Cluster.ShareVersion = 0
+	p := planQueue(sq, obs)
+	if len(p.GroupConfigs) != 0 || p.GroupConfig.Reason != kqv1.ReasonShareGroupsDisabled || p.CreateTopic == nil {
+		t.Errorf("group writes %v cond %+v create %v", p.GroupConfigs, p.GroupConfig, p.CreateTopic)
+	}
+}
+
+func TestPlanChangesDescribeEveryWrite(t *testing.T) {
+	sq := queue(func(sq *kqv1.ShareQueue) {
+		sq.Spec.Topic.Config = kqv1.TopicConfigs{"retention.ms": "1000"}
+		sq.Spec.Delivery.MaxDeliveryAttempts = ptr.To[int32](3)
+	})
+	p := planQueue(sq, obsWith(missingTopic(), nil, defaultGroupConfigs(), bounds43()))
+	want := []string{
+		"create topic q: partitions=3 replicationFactor=broker default retention.ms=1000",
+		"group q: set share.delivery.count.limit=3",
+	}
+	if d := cmp.Diff(want, p.Changes()); d != "" {
+		t.Errorf("changes (-want +got):\n%s", d)
+	}
+}
+
+// FuzzPlanQueue checks invariants of the plan over arbitrary specs: it never panics, a
+// blocked plan writes nothing, Reject never writes an out-of-bounds value and Clamp only
+// writes values inside the bounds.
+func FuzzPlanQueue(f *testing.F) {
+	f.Add(int32(3), int32(2), int64(30000), int32(5), int32(2000), int64(45000), int64(5000), true, false)
+	f.Add(int32(1), int32(9), int64(999999), int32(1), int32(50), int64(1), int64(99999), false, true)
+	f.Fuzz(func(t *testing.T, want, live int32, lockMs int64, attempts, locks int32, sessMs, hbMs int64, clamp, exists bool) {
+		if want < 1 || want > 100000 || live < 1 || live > 100000 || lockMs < 0 || sessMs < 0 || hbMs < 0 {
+			t.Skip()
+		}
+		sq := queue(func(sq *kqv1.ShareQueue) {
+			sq.Spec.Topic.Partitions = want
+			sq.Spec.Delivery = kqv1.DeliverySpec{
+				LockDuration:            &metav1.Duration{Duration: time.Duration(lockMs) * time.Millisecond},
+				MaxDeliveryAttempts:     &attempts,
+				MaxInFlightPerPartition: &locks,
+				SessionTimeout:          &metav1.Duration{Duration: time.Duration(sessMs) * time.Millisecond},
+				HeartbeatInterval:       &metav1.Duration{Duration: time.Duration(hbMs) * time.Millisecond},
+			}
+			if clamp {
+				sq.Spec.BoundsPolicy = kqv1.BoundsPolicyClamp
+			}
+		})
+		topic := missingTopic()
+		if exists {
+			topic = liveTopic(live, 1, "A")
+		}
+		b := bounds43()
+		p := planQueue(sq, obsWith(topic, nil, defaultGroupConfigs(), b))
+		if p.Blocked && !p.Empty() {
+			t.Fatalf("blocked plan writes %v", p.Changes())
+		}
+		for _, c := range p.GroupConfigs {
+			for _, s := range deliverySettings {
+				if s.Config != c.Name || s.Bound == nil {
+					continue
+				}
+				bd := s.Bound(b)
+				var v int64
+				if _, err := fmtSscan(c.Value, &v); err != nil {
+					t.Fatalf("non-numeric write %s=%q", c.Name, c.Value)
+				}
+				if (bd.Min != nil && v < *bd.Min) || (bd.Max != nil && v > *bd.Max) {
+					t.Fatalf("wrote out-of-bounds %s=%d (bounds %v..%v)", c.Name, v, *bd.Min, *bd.Max)
+				}
+			}
+		}
+		if p.GrowPartitionsTo != 0 && p.GrowPartitionsTo <= live {
+			t.Fatalf("plan shrinks or keeps partitions: %d -> %d", live, p.GrowPartitionsTo)
+		}
+	})
+}
+
+func fmtSscan(s string, v *int64) (int, error) { return fmt.Sscan(s, v) }
