@@ -19,6 +19,13 @@ if [[ -x "$OUT/kube-apiserver" && -x "$OUT/etcd" ]]; then
   exit 0
 fi
 mkdir -p "$OUT"
+# Concurrent test packages may ask at once: one builds, the others wait for it.
+exec 9>"$OUT.lock"
+flock 9
+if [[ -x "$OUT/kube-apiserver" && -x "$OUT/etcd" ]]; then
+  echo "$OUT"
+  exit 0
+fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 

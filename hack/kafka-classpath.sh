@@ -11,6 +11,11 @@ if [[ -s "$CP" ]]; then
   echo "$CP"; exit 0
 fi
 mkdir -p "$OUT"
+exec 9>"$OUT.lock"
+flock 9
+if [[ -s "$CP" ]]; then
+  echo "$CP"; exit 0
+fi
 mvn -B -q -f "$HERE/kafka/pom.xml" \
   -Dmaven.repo.local="$CACHE/m2" \
   -Dkafka.version="$KAFKA_VERSION" \

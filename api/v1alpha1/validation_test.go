@@ -113,7 +113,9 @@ func TestShareQueueCreateRules(t *testing.T) {
 		wants []string
 	}{
 		{"maxDeliveryAttempts below 2", func(q *kqv1.ShareQueue) { q.Spec.Delivery.MaxDeliveryAttempts = ptr.To[int32](1) }, []string{"spec.delivery.maxDeliveryAttempts", "greater than or equal to 2"}},
-		{"lockDuration below 1s", func(q *kqv1.ShareQueue) { q.Spec.Delivery.LockDuration = &metav1.Duration{Duration: 500 * time.Millisecond} }, []string{"delivery.lockDuration must be at least 1s"}},
+		{"lockDuration below 1s", func(q *kqv1.ShareQueue) {
+			q.Spec.Delivery.LockDuration = &metav1.Duration{Duration: 500 * time.Millisecond}
+		}, []string{"delivery.lockDuration must be at least 1s"}},
 		{"autoOffsetReset unknown", func(q *kqv1.ShareQueue) { q.Spec.Delivery.AutoOffsetReset = ptr.To("newest") }, []string{"spec.delivery.autoOffsetReset", "should match"}},
 		{"autoOffsetReset empty duration", func(q *kqv1.ShareQueue) { q.Spec.Delivery.AutoOffsetReset = ptr.To("by_duration:P") }, []string{"by_duration needs at least one duration component"}},
 		{"autoOffsetReset dangling T", func(q *kqv1.ShareQueue) { q.Spec.Delivery.AutoOffsetReset = ptr.To("by_duration:P1DT") }, []string{"by_duration needs at least one duration component"}},

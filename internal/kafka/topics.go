@@ -2,9 +2,9 @@ package kafka
 
 import (
 	"context"
+	"encoding/base64"
 	"sort"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -12,7 +12,7 @@ import (
 // Topic is one topic as the metadata describes it.
 type Topic struct {
 	Name string
-	// ID is the topic id in Kafka's base64 form; empty when the broker has none.
+	// ID is the topic id as Kafka's tools print it; empty when the broker has none.
 	ID string
 	// Partitions is the partition count.
 	Partitions int32
@@ -202,4 +202,6 @@ func (c *Client) DeleteTopics(ctx context.Context, names ...string) (map[string]
 	return out, nil
 }
 
-func topicID(id [16]byte) string { return kadm.TopicID(id).String() }
+// topicID renders a topic id the way Kafka's tools print it (Uuid.toString: URL-safe base64,
+// no padding).
+func topicID(id [16]byte) string { return base64.RawURLEncoding.EncodeToString(id[:]) }

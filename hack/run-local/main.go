@@ -1,0 +1,337 @@
+// Command run-local is the operator's main job on an embedded default: it starts a real
+// kube-apiserver + etcd and a real Kafka broker on loopback (no Docker), installs the CRDs,
+// runs the manager binary against them, applies config/samples, waits, and prints every
+// resource's conditions plus the topic and group configs read back from Kafka.
+//
+//	go run ./hack/run-local            # exits 0 when the samples reach their expected state
+//	go run ./hack/run-local --keep     # then keeps everything running until Ctrl-C
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
+)
+
+func main() {
+	keep := flag.Bool("keep", false, "keep the rig and the manager running after the check, until Ctrl-C")
+	timeout := flag.Duration("timeout", 3*time.Minute, "how long to wait for the samples to settle")
+	kafkaVersion := flag.String("kafka-version", rig.DefaultKafkaVersion, "Apache Kafka release to run")
+	flag.Parse()
+	if err := run(*keep, *timeout, *kafkaVersion); err != nil {
+		fmt.Fprintln(os.Stderr, "run-local:", err)
+		os.Exit(1)
+	}
+}
+
+func say(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
+
+func run(keep bool, timeout time.Duration, kafkaVersion string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := rig.RepoRoot()
+	work := filepath.Join(root, "tmp", "run-local")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return err
+	}
+
+	say("building the manager")
+	managerBin := filepath.Join(work, "manager")
+	build := exec.CommandContext(ctx, "go", "build", "-o", managerBin, "./cmd/manager")
+	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("go build ./cmd/manager: %w", err)
+	}
+
+	say("starting Kafka %s (1 KRaft broker on loopback)", kafkaVersion)
+	k, err := rig.StartKafka(ctx, rig.KafkaOptions{Version: kafkaVersion, Log: func(f string, a ...any) { say(f, a...) }})
+	if err != nil {
+		return err
+	}
+	defer k.Stop()
+
+	say("starting kube-apiserver + etcd with the CRDs from config/crd/bases")
+	env, cfg, err := rig.StartAPIServer()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = env.Stop() }()
+	kubeconfig := filepath.Join(work, "kubeconfig")
+	if err := rig.WriteKubeconfig(cfg, kubeconfig); err != nil {
+		return err
+	}
+
+	say("running the manager (log: %s)", filepath.Join(work, "manager.log"))
+	logf, err := os.Create(filepath.Join(work, "manager.log"))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	mgr := exec.Command(managerBin, "--kubeconfig", kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0",
+		"--cluster-probe-interval=15s", "--queue-resync-interval=1m")
+	mgr.Stdout, mgr.Stderr = logf, logf
+	mgr.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := mgr.Start(); err != nil {
+		return err
+	}
+	mgrDone := make(chan error, 1)
+	go func() { mgrDone <- mgr.Wait() }()
+	defer func() {
+		_ = mgr.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-mgrDone:
+		case <-time.After(15 * time.Second):
+			_ = mgr.Process.Kill()
+		}
+	}()
+
+	scheme := runtime.NewScheme()
+	_ = kqv1.AddToScheme(scheme)
+	kc, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	say("applying config/samples (KafkaCluster bootstrapServers -> %s)", k.Bootstrap())
+	if err := applySamples(ctx, kc, filepath.Join(root, "config", "samples"), k.BootstrapServers()); err != nil {
+		return err
+	}
+
+	say("waiting up to %s: orders Ready=True, long-jobs ConfigValid=False", timeout)
+	deadline := time.Now().Add(timeout)
+	var settled bool
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-mgrDone:
+			return fmt.Errorf("manager exited: %v (see %s)", err, logf.Name())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+		if settled = checkExpected(ctx, kc) == nil; settled {
+			break
+		}
+	}
+
+	if err := report(ctx, kc, k); err != nil {
+		return err
+	}
+	if err := checkExpected(ctx, kc); err != nil {
+		return fmt.Errorf("samples did not reach the expected state: %w", err)
+	}
+	say("OK: orders is Ready; long-jobs is ConfigValid=False naming the broker bound")
+	if keep {
+		say("still running; kubeconfig: %s   (Ctrl-C to stop)", kubeconfig)
+		select {
+		case <-ctx.Done():
+		case err := <-mgrDone:
+			return fmt.Errorf("manager exited: %v", err)
+		}
+	}
+	return nil
+}
+
+// applySamples creates every object of config/samples listed in its kustomization.yaml.
+func applySamples(ctx context.Context, c client.Client, dir string, bootstrap []string) error {
+	var kust struct {
+		Resources []string `json:"resources"`
+	}
+	if err := readYAML(filepath.Join(dir, "kustomization.yaml"), &kust); err != nil {
+		return err
+	}
+	for _, f := range kust.Resources {
+		data, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			return err
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return fmt.Errorf("%s: %w", f, err)
+			}
+			if len(u.Object) == 0 {
+				continue
+			}
+			if u.GetNamespace() == "" {
+				u.SetNamespace("default")
+			}
+			if u.GetKind() == "KafkaCluster" {
+				servers := make([]any, len(bootstrap))
+				for i, s := range bootstrap {
+					servers[i] = s
+				}
+				_ = unstructured.SetNestedSlice(u.Object, servers, "spec", "bootstrapServers")
+			}
+			if err := c.Create(ctx, u); err != nil {
+				return fmt.Errorf("creating %s %s from %s: %w", u.GetKind(), u.GetName(), f, err)
+			}
+			fmt.Printf("    created %s/%s\n", strings.ToLower(u.GetKind()), u.GetName())
+		}
+	}
+	return nil
+}
+
+func readYAML(path string, into any) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return utilyaml.NewYAMLOrJSONDecoder(f, 4096).Decode(into)
+}
+
+func checkExpected(ctx context.Context, c client.Client) error {
+	var ok, bad kqv1.ShareQueue
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "orders"}, &ok); err != nil {
+		return err
+	}
+	if !meta.IsStatusConditionTrue(ok.Status.Conditions, kqv1.ConditionReady) {
+		return fmt.Errorf("orders is not Ready")
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "long-jobs"}, &bad); err != nil {
+		return err
+	}
+	cv := meta.FindStatusCondition(bad.Status.Conditions, kqv1.ConditionConfigValid)
+	if cv == nil || cv.Status != metav1.ConditionFalse || cv.Reason != kqv1.ReasonOutOfBrokerBounds ||
+		!strings.Contains(cv.Message, "group.share.max.record.lock.duration.ms") {
+		return fmt.Errorf("long-jobs does not report ConfigValid=False/OutOfBrokerBounds naming the bound")
+	}
+	return nil
+}
+
+func report(ctx context.Context, c client.Client, k *rig.Kafka) error {
+	fmt.Println()
+	var clusters kqv1.KafkaClusterList
+	if err := c.List(ctx, &clusters); err != nil {
+		return err
+	}
+	for _, kc := range clusters.Items {
+		s := kc.Status
+		fmt.Printf("KafkaCluster %s/%s  brokers=%d  clusterID=%s  share.version=%d  brokerNativeDLQ=%v\n", kc.Namespace, kc.Name, s.BrokerCount, s.ClusterID, s.ShareVersion, s.BrokerNativeDLQ)
+		var feats []string
+		for _, f := range s.FinalizedFeatures {
+			feats = append(feats, fmt.Sprintf("%s=%d", f.Name, f.Level))
+		}
+		fmt.Printf("  finalized features: %s\n", strings.Join(feats, " "))
+		if b := s.ShareBounds; b != nil {
+			fmt.Printf("  share bounds (min/default/max): lock ms %s, delivery count %s, record locks %s, session ms %s, heartbeat ms %s\n",
+				bnd(b.RecordLockDurationMs), bnd(b.DeliveryCountLimit), bnd(b.PartitionMaxRecordLocks), bnd(b.SessionTimeoutMs), bnd(b.HeartbeatIntervalMs))
+		}
+		printConditions(kc.Status.Conditions)
+	}
+	var queues kqv1.ShareQueueList
+	if err := c.List(ctx, &queues); err != nil {
+		return err
+	}
+	admin, err := kafka.NewClient(kafka.Config{BootstrapServers: k.BootstrapServers(), ClientID: "run-local-report"})
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	for _, q := range queues.Items {
+		s := q.Status
+		fmt.Printf("\nShareQueue %s/%s  topic=%s  group=%s  partitions=%d  topicId=%s\n", q.Namespace, q.Name, s.TopicName, s.GroupID, s.Partitions, s.TopicID)
+		if e := s.Effective; e != nil {
+			fmt.Printf("  effective: lease=%s (%s)  maxDeliveryAttempts=%s (%s)  maxInFlightPerPartition=%s (%s)\n",
+				e.LockDuration.Value, e.LockDuration.Source, e.MaxDeliveryAttempts.Value, e.MaxDeliveryAttempts.Source,
+				e.MaxInFlightPerPartition.Value, e.MaxInFlightPerPartition.Source)
+		}
+		if cp := s.Capacity; cp != nil {
+			fmt.Printf("  capacity: maxInFlightRecords=%d  inFlightStateBytes=%d\n", cp.MaxInFlightRecords, cp.InFlightStateBytes)
+		}
+		printConditions(q.Status.Conditions)
+		if err := printKafka(ctx, admin, s.TopicName, s.GroupID); err != nil {
+			fmt.Printf("  reading Kafka: %v\n", err)
+		}
+	}
+	fmt.Println()
+	return nil
+}
+
+func bnd(b kqv1.Bound) string {
+	f := func(p *int64) string {
+		if p == nil {
+			return "-"
+		}
+		return fmt.Sprint(*p)
+	}
+	return f(b.Min) + "/" + f(b.Default) + "/" + f(b.Max)
+}
+
+func printConditions(conds []metav1.Condition) {
+	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  CONDITION\tSTATUS\tREASON\tMESSAGE")
+	for _, c := range conds {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, c.Message)
+	}
+	_ = tw.Flush()
+}
+
+// printKafka reads the topic and group back from the broker with a separate client.
+func printKafka(ctx context.Context, admin *kafka.Client, topic, group string) error {
+	ts, err := admin.DescribeTopics(ctx, topic)
+	if err != nil {
+		return err
+	}
+	t := ts[topic]
+	if t.Err != nil {
+		fmt.Printf("  kafka topic %s: %v\n", topic, t.Err)
+	} else {
+		fmt.Printf("  kafka topic %s: partitions=%d replicationFactor=%d id=%s\n", topic, t.Partitions, t.ReplicationFactor, t.ID)
+	}
+	tk := kafka.ResourceKey{Type: kafka.TopicResource, Name: topic}
+	gk := kafka.ResourceKey{Type: kafka.GroupResource, Name: group}
+	keys := []kafka.ResourceKey{gk}
+	if t.Err == nil {
+		keys = append(keys, tk)
+	}
+	cfgs, err := admin.DescribeConfigs(ctx, keys)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		rc := cfgs[k]
+		if rc.Err != nil {
+			fmt.Printf("  kafka %s configs: %v\n", k, rc.Err)
+			continue
+		}
+		var set []string
+		for name, e := range rc.Configs {
+			if e.IsOverride() {
+				set = append(set, name+"="+e.Value)
+			}
+		}
+		sort.Strings(set)
+		if len(set) == 0 {
+			set = []string{"(none: broker defaults)"}
+		}
+		fmt.Printf("  kafka %s configs: %s\n", k, strings.Join(set, " "))
+	}
+	return nil
+}
