@@ -225,7 +225,13 @@ func (r *ShareQueueReconciler) apply(ctx context.Context, cl *kafka.Client, sq *
 		if err != nil {
 			classify(err, &res.topicErr)
 		} else if ct := created[t.Name]; ct.Err != nil {
-			classify(ct.Err, &res.topicErr)
+			if kafka.IsAlreadyExists(ct.Err) {
+				// The metadata we planned from lagged behind a topic that now exists (ours from a
+				// moment ago, or someone else's): observe again rather than report a rejection.
+				res.transient = errors.Join(res.transient, ct.Err)
+			} else {
+				classify(ct.Err, &res.topicErr)
+			}
 		} else {
 			res.topicID, res.topicCreated, res.partitions, res.rf = ct.ID, true, ct.Partitions, ct.ReplicationFactor
 			r.event(sq, corev1.EventTypeNormal, "TopicCreated", "CreateTopic", strings.Join(plan.Changes()[:1], ""))

@@ -80,15 +80,21 @@ func TestShareQueueCreatesTopicAndGroupConfigs(t *testing.T) {
 	}
 	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: "orders"}
 	topicKey := kafka.ResourceKey{Type: kafka.TopicResource, Name: topic}
-	cfgs, err := r.admin.DescribeConfigs(ctx, []kafka.ResourceKey{groupKey, topicKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, want := range map[string]string{"share.record.lock.duration.ms": "45000", "share.delivery.count.limit": "4", "share.auto.offset.reset": "earliest"} {
-		if e := cfgs[groupKey].Configs[name]; e.Value != want || !e.IsOverride() {
-			t.Errorf("group config %s = %+v, want override %s", name, e, want)
+	// The broker serves DescribeConfigs from its metadata image, which follows the
+	// controller's commit by a few milliseconds: poll briefly.
+	var cfgs map[kafka.ResourceKey]kafka.ResourceConfigs
+	eventually(t, 10*time.Second, func() string {
+		var err error
+		if cfgs, err = r.admin.DescribeConfigs(ctx, []kafka.ResourceKey{groupKey, topicKey}); err != nil {
+			return err.Error()
 		}
-	}
+		for name, want := range map[string]string{"share.record.lock.duration.ms": "45000", "share.delivery.count.limit": "4", "share.auto.offset.reset": "earliest"} {
+			if e := cfgs[groupKey].Configs[name]; e.Value != want || !e.IsOverride() {
+				return fmt.Sprintf("group config %s = %+v, want override %s", name, e, want)
+			}
+		}
+		return ""
+	})
 	if e := cfgs[groupKey].Configs["share.session.timeout.ms"]; e.IsOverride() {
 		t.Errorf("share.session.timeout.ms was written (%+v) though the spec leaves it to the broker", e)
 	}
@@ -183,15 +189,19 @@ func TestShareQueueOutOfBoundsIsRejectedWithCondition(t *testing.T) {
 	}
 	// The in-bounds field was still written; the out-of-bounds one was not.
 	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: sq.Name}
-	cfgs, err := r.admin.DescribeConfigs(ctx, []kafka.ResourceKey{groupKey})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var cfgs map[kafka.ResourceKey]kafka.ResourceConfigs
+	eventually(t, 10*time.Second, func() string {
+		var err error
+		if cfgs, err = r.admin.DescribeConfigs(ctx, []kafka.ResourceKey{groupKey}); err != nil {
+			return err.Error()
+		}
+		if e := cfgs[groupKey].Configs["share.delivery.count.limit"]; e.Value != "3" || !e.IsOverride() {
+			return fmt.Sprintf("in-bounds delivery count limit not written: %+v", e)
+		}
+		return ""
+	})
 	if e := cfgs[groupKey].Configs["share.record.lock.duration.ms"]; e.IsOverride() {
 		t.Errorf("out-of-bounds lock duration was written: %+v", e)
-	}
-	if e := cfgs[groupKey].Configs["share.delivery.count.limit"]; e.Value != "3" || !e.IsOverride() {
-		t.Errorf("in-bounds delivery count limit not written: %+v", e)
 	}
 	if got.Status.Effective.LockDuration.Value != "30s" || got.Status.Effective.LockDuration.Source != kqv1.SourceBrokerDefault {
 		t.Errorf("effective lock duration %+v, want the broker default 30s", got.Status.Effective.LockDuration)
@@ -208,13 +218,16 @@ func TestShareQueueOutOfBoundsIsRejectedWithCondition(t *testing.T) {
 	if c.Reason != kqv1.ReasonClampedToBrokerBounds || !strings.Contains(c.Message, "wrote 1m0s") {
 		t.Errorf("ConfigValid after Clamp: %+v", c)
 	}
-	cfgs, err = r.admin.DescribeConfigs(ctx, []kafka.ResourceKey{groupKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e := cfgs[groupKey].Configs["share.record.lock.duration.ms"]; e.Value != "60000" || !e.IsOverride() {
-		t.Errorf("clamped lock duration in Kafka: %+v, want 60000", e)
-	}
+	eventually(t, 10*time.Second, func() string {
+		cfgs, err := r.admin.DescribeConfigs(ctx, []kafka.ResourceKey{groupKey})
+		if err != nil {
+			return err.Error()
+		}
+		if e := cfgs[groupKey].Configs["share.record.lock.duration.ms"]; e.Value != "60000" || !e.IsOverride() {
+			return fmt.Sprintf("clamped lock duration in Kafka: %+v, want 60000", e)
+		}
+		return ""
+	})
 	if got.Status.Effective.LockDuration.Value != "1m0s" || got.Status.Effective.LockDuration.Source != kqv1.SourceClamped {
 		t.Errorf("effective lock duration %+v, want 1m0s Clamped", got.Status.Effective.LockDuration)
 	}
@@ -265,24 +278,31 @@ func TestShareQueueDeletionPolicies(t *testing.T) {
 			return ""
 		})
 	}
-	topics, err := r.admin.DescribeTopics(ctx, retain.Status.TopicName, del.Status.TopicName)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var topics map[string]kafka.Topic
+	eventually(t, 10*time.Second, func() string {
+		var err error
+		if topics, err = r.admin.DescribeTopics(ctx, retain.Status.TopicName, del.Status.TopicName); err != nil {
+			return err.Error()
+		}
+		if !kafka.IsNotFound(topics[del.Status.TopicName].Err) {
+			return fmt.Sprintf("Delete: topic %s still exists (%v)", del.Status.TopicName, topics[del.Status.TopicName].Err)
+		}
+		return ""
+	})
 	if topics[retain.Status.TopicName].Err != nil {
 		t.Errorf("Retain: topic %s gone after CR deletion: %v", retain.Status.TopicName, topics[retain.Status.TopicName].Err)
 	}
-	if !kafka.IsNotFound(topics[del.Status.TopicName].Err) {
-		t.Errorf("Delete: topic %s still exists (%v)", del.Status.TopicName, topics[del.Status.TopicName].Err)
-	}
 	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: "drop"}
-	cfgs, err := r.admin.DescribeConfigs(ctx, []kafka.ResourceKey{groupKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e := cfgs[groupKey].Configs["share.delivery.count.limit"]; e.IsOverride() {
-		t.Errorf("Delete: group config override survived: %+v", e)
-	}
+	eventually(t, 10*time.Second, func() string {
+		cfgs, err := r.admin.DescribeConfigs(ctx, []kafka.ResourceKey{groupKey})
+		if err != nil {
+			return err.Error()
+		}
+		if e := cfgs[groupKey].Configs["share.delivery.count.limit"]; e.IsOverride() {
+			return fmt.Sprintf("Delete: group config override survived: %+v", e)
+		}
+		return ""
+	})
 }
 
 func TestNoOpReconcileWritesNothing(t *testing.T) {
