@@ -106,6 +106,30 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 	}
 
+	if len(act.Reassign) > 0 {
+		if err := cl.AlterPartitionAssignments(kctx, ShareStateTopic, act.Reassign); err != nil {
+			conds.ShareState = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, fmt.Sprintf("reassigning %s: %v", ShareStateTopic, err)}
+			r.event(&kc, corev1.EventTypeWarning, kqv1.ReasonKafkaRejected, "ReassignPartitions", conds.ShareState.Message)
+		} else {
+			r.event(&kc, corev1.EventTypeNormal, kqv1.ReasonShareStateReassigning, "ReassignPartitions", conds.ShareState.Message)
+			logger.Info("reassigning share-state partitions", "topic", ShareStateTopic, "partitions", len(act.Reassign))
+		}
+	}
+	if act.SetStateMinISR != nil {
+		key := kafka.ResourceKey{Type: kafka.TopicResource, Name: ShareStateTopic}
+		res, err := cl.IncrementalAlterConfigs(kctx, []kafka.Alteration{{Resource: key, Configs: []kafka.AlterConfig{
+			{Name: "min.insync.replicas", Op: kafka.OpSet, Value: strconv.Itoa(int(*act.SetStateMinISR))}}}})
+		if err == nil {
+			err = res[key]
+		}
+		if err != nil {
+			conds.ShareState = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, fmt.Sprintf("setting %s min.insync.replicas: %v", ShareStateTopic, err)}
+			r.event(&kc, corev1.EventTypeWarning, kqv1.ReasonKafkaRejected, "AlterConfigs", conds.ShareState.Message)
+		} else {
+			r.event(&kc, corev1.EventTypeNormal, "ShareStateMinISRSet", "AlterConfigs", conds.ShareState.Message)
+		}
+	}
+
 	conditions := kc.Status.Conditions
 	kc.Status = status
 	kc.Status.Conditions = conditions
@@ -114,11 +138,15 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	setCondition(&kc.Status.Conditions, kqv1.ConditionShareGroupsEnabled, conds.ShareGroups, gen)
 	setCondition(&kc.Status.Conditions, kqv1.ConditionShareStateReplicated, conds.ShareState, gen)
 	ready, stalled := clusterReady(conds)
+	if conds.ShareState.Reason == kqv1.ReasonShareStateBrokerMissing {
+		stalled = true
+	}
 	setKstatus(&kc.Status.Conditions, ready, stalled, gen)
 	if err := r.patchStatus(ctx, original, &kc); err != nil {
 		return ctrl.Result{}, err
 	}
-	if conds.ShareGroups.Reason == kqv1.ReasonProgressing {
+	if conds.ShareGroups.Reason == kqv1.ReasonProgressing || conds.ShareState.Reason == kqv1.ReasonProgressing ||
+		conds.ShareState.Reason == kqv1.ReasonShareStateReassigning {
 		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
 	}
 	return ctrl.Result{RequeueAfter: r.ProbeInterval}, nil
@@ -179,6 +207,9 @@ func (r *KafkaClusterReconciler) probe(ctx context.Context, cl *kafka.Client) (c
 				n := int32(v)
 				pr.StateTopicMinISR = &n
 			}
+		}
+		if pr.Reassigning, err = cl.ReassigningPartitions(ctx, ShareStateTopic); err != nil {
+			return pr, err
 		}
 	}
 	return pr, nil

@@ -25,12 +25,18 @@ type clusterProbe struct {
 	StateTopic kafka.Topic
 	// StateTopicMinISR is the topic's min.insync.replicas, when it exists and was read.
 	StateTopicMinISR *int32
+	// Reassigning are the state topic's partitions with a reassignment in progress.
+	Reassigning map[int32]bool
 }
 
 // clusterAction is a change the KafkaCluster controller decided to make.
 type clusterAction struct {
 	// FinalizeShareVersion is the share.version level to raise to, 0 for none.
 	FinalizeShareVersion int16
+	// Reassign maps __share_group_state partitions to their new replica lists.
+	Reassign map[int32][]int32
+	// SetStateMinISR is the min.insync.replicas to set on __share_group_state, nil for none.
+	SetStateMinISR *int32
 }
 
 // clusterConditions are the conditions a probe leads to.
@@ -142,41 +148,10 @@ func planCluster(kc *kqv1.KafkaCluster, pr clusterProbe) (kqv1.KafkaClusterStatu
 	}
 
 	// --- __share_group_state
-	brokers := int32(len(pr.Info.Brokers))
-	targetRF := min(int32(3), brokers)
-	ss := &kqv1.ShareStateTopicStatus{
-		ConfiguredReplicationFactor: int32p(pr.BrokerConfigs, "share.coordinator.state.topic.replication.factor"),
-		ConfiguredMinISR:            int32p(pr.BrokerConfigs, "share.coordinator.state.topic.min.isr"),
-	}
+	ss, cond, reassign, minISR := planShareState(kc.Spec.ShareStateTopic.Policy, pr)
 	st.ShareStateTopic = ss
-	if pr.StateTopic.Err == nil {
-		ss.Exists = true
-		ss.Partitions = pr.StateTopic.Partitions
-		ss.ReplicationFactor = pr.StateTopic.ReplicationFactor
-		ss.UnderReplicatedPartitions = pr.StateTopic.UnderReplicated()
-		ss.MinInSyncReplicas = pr.StateTopicMinISR
-		switch {
-		case ss.ReplicationFactor < targetRF:
-			conds.ShareState = condInput{metav1.ConditionFalse, kqv1.ReasonShareStateUnderReplicated,
-				fmt.Sprintf("%s has replication factor %d; the cluster's %d brokers can hold %d", ShareStateTopic, ss.ReplicationFactor, brokers, targetRF)}
-		case ss.UnderReplicatedPartitions > 0:
-			conds.ShareState = condInput{metav1.ConditionFalse, kqv1.ReasonShareStateUnderReplicated,
-				fmt.Sprintf("%s has %d under-replicated partition(s) of %d", ShareStateTopic, ss.UnderReplicatedPartitions, ss.Partitions)}
-		default:
-			conds.ShareState = condInput{metav1.ConditionTrue, kqv1.ReasonShareStateReplicated,
-				fmt.Sprintf("%s: %d partitions, replication factor %d, all in sync", ShareStateTopic, ss.Partitions, ss.ReplicationFactor)}
-		}
-	} else {
-		switch rf := ss.ConfiguredReplicationFactor; {
-		case rf != nil && *rf > brokers:
-			conds.ShareState = condInput{metav1.ConditionFalse, kqv1.ReasonShareStateUncreatable,
-				fmt.Sprintf("%s does not exist and cannot be created: the brokers' share.coordinator.state.topic.replication.factor is %d but the cluster has %d broker(s); set share.coordinator.state.topic.replication.factor=%d and share.coordinator.state.topic.min.isr=%d in every broker's server.properties and restart them, or add brokers",
-					ShareStateTopic, *rf, brokers, targetRF, min(int32(2), targetRF))}
-		default:
-			conds.ShareState = condInput{metav1.ConditionTrue, kqv1.ReasonShareStateNotCreated,
-				fmt.Sprintf("%s does not exist yet; brokers create it on first share-group use", ShareStateTopic)}
-		}
-	}
+	conds.ShareState = cond
+	act.Reassign, act.SetStateMinISR = reassign, minISR
 	return st, conds, act
 }
 
@@ -194,4 +169,120 @@ func firstOr(s []string, def string) string {
 	return def
 }
 
-func itoa32(v int32) string { return strconv.Itoa(int(v)) }
+// planShareState reports __share_group_state and, under policy Manage, plans raising its
+// replication factor to min(3, brokers) with reassignments spread evenly over the brokers,
+// then min.insync.replicas to min(2, RF). It never shrinks replication: replicas on brokers
+// that left the cluster are reported, not removed.
+func planShareState(policy kqv1.ShareStatePolicy, pr clusterProbe) (*kqv1.ShareStateTopicStatus, condInput, map[int32][]int32, *int32) {
+	brokers := int32(len(pr.Info.Brokers))
+	targetRF := min(int32(3), brokers)
+	targetISR := min(int32(2), targetRF)
+	ss := &kqv1.ShareStateTopicStatus{
+		TargetReplicationFactor:     targetRF,
+		ConfiguredReplicationFactor: int32p(pr.BrokerConfigs, "share.coordinator.state.topic.replication.factor"),
+		ConfiguredMinISR:            int32p(pr.BrokerConfigs, "share.coordinator.state.topic.min.isr"),
+	}
+	if pr.StateTopic.Err != nil {
+		if rf := ss.ConfiguredReplicationFactor; rf != nil && *rf > brokers {
+			return ss, condInput{metav1.ConditionFalse, kqv1.ReasonShareStateUncreatable,
+				fmt.Sprintf("%s does not exist and cannot be created: the brokers' share.coordinator.state.topic.replication.factor is %d but the cluster has %d broker(s); set share.coordinator.state.topic.replication.factor=%d and share.coordinator.state.topic.min.isr=%d in every broker's server.properties and restart them, or add brokers",
+					ShareStateTopic, *rf, brokers, targetRF, targetISR)}, nil, nil
+		}
+		return ss, condInput{metav1.ConditionTrue, kqv1.ReasonShareStateNotCreated,
+			fmt.Sprintf("%s does not exist yet; brokers create it on first share-group use", ShareStateTopic)}, nil, nil
+	}
+	t := pr.StateTopic
+	ss.Exists = true
+	ss.Partitions = t.Partitions
+	ss.ReplicationFactor = t.ReplicationFactor
+	ss.UnderReplicatedPartitions = t.UnderReplicated()
+	ss.MinInSyncReplicas = pr.StateTopicMinISR
+	live := map[int32]bool{}
+	for _, b := range pr.Info.Brokers {
+		live[b.ID] = true
+	}
+	parts := make([]int32, 0, len(t.Replicas))
+	for p := range t.Replicas {
+		parts = append(parts, p)
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+	missing := map[int32]bool{}
+	load := map[int32]int{}
+	for _, p := range parts {
+		ss.Assignments = append(ss.Assignments, kqv1.PartitionAssignment{Partition: p, Replicas: t.Replicas[p], ISR: t.ISR[p]})
+		for _, b := range t.Replicas[p] {
+			load[b]++
+			if !live[b] {
+				missing[b] = true
+			}
+		}
+	}
+	for b := range missing {
+		ss.MissingBrokers = append(ss.MissingBrokers, b)
+	}
+	sort.Slice(ss.MissingBrokers, func(i, j int) bool { return ss.MissingBrokers[i] < ss.MissingBrokers[j] })
+
+	switch {
+	case len(ss.MissingBrokers) > 0:
+		return ss, condInput{metav1.ConditionFalse, kqv1.ReasonShareStateBrokerMissing,
+			fmt.Sprintf("%s has replicas on broker(s) %v, which are not in the cluster; bring them back or reassign those replicas by hand (the operator never shrinks replication, which could lose share state)", ShareStateTopic, ss.MissingBrokers)}, nil, nil
+	case len(pr.Reassigning) > 0:
+		return ss, condInput{metav1.ConditionFalse, kqv1.ReasonShareStateReassigning,
+			fmt.Sprintf("%d partition reassignment(s) of %s in progress (replication factor %d, target %d)", len(pr.Reassigning), ShareStateTopic, ss.ReplicationFactor, targetRF)}, nil, nil
+	case ss.ReplicationFactor < targetRF && policy == kqv1.ShareStatePolicyManage:
+		ids := make([]int32, 0, len(pr.Info.Brokers))
+		for _, b := range pr.Info.Brokers {
+			ids = append(ids, b.ID)
+		}
+		reassign := map[int32][]int32{}
+		for _, p := range parts {
+			cur := append([]int32(nil), t.Replicas[p]...)
+			for int32(len(cur)) < targetRF {
+				best := int32(-1)
+				for _, id := range ids {
+					if containsID(cur, id) {
+						continue
+					}
+					if best < 0 || load[id] < load[best] {
+						best = id
+					}
+				}
+				if best < 0 {
+					break
+				}
+				cur = append(cur, best)
+				load[best]++
+			}
+			if len(cur) != len(t.Replicas[p]) {
+				reassign[p] = cur
+			}
+		}
+		return ss, condInput{metav1.ConditionFalse, kqv1.ReasonShareStateReassigning,
+			fmt.Sprintf("raising %s replication factor from %d to %d on %d partition(s) (shareStateTopic.policy Manage)", ShareStateTopic, ss.ReplicationFactor, targetRF, len(reassign))}, reassign, nil
+	case ss.ReplicationFactor < targetRF:
+		return ss, condInput{metav1.ConditionFalse, kqv1.ReasonShareStateUnderReplicated,
+			fmt.Sprintf("%s has replication factor %d; the cluster's %d brokers can hold %d: set shareStateTopic.policy: Manage to raise it, or reassign it by hand", ShareStateTopic, ss.ReplicationFactor, brokers, targetRF)}, nil, nil
+	case policy == kqv1.ShareStatePolicyManage && (ss.MinInSyncReplicas == nil || *ss.MinInSyncReplicas != min(targetISR, ss.ReplicationFactor)):
+		want := min(targetISR, ss.ReplicationFactor)
+		return ss, condInput{metav1.ConditionFalse, kqv1.ReasonProgressing,
+			fmt.Sprintf("setting %s min.insync.replicas to %d (replication factor %d)", ShareStateTopic, want, ss.ReplicationFactor)}, nil, &want
+	case ss.UnderReplicatedPartitions > 0:
+		return ss, condInput{metav1.ConditionFalse, kqv1.ReasonShareStateUnderReplicated,
+			fmt.Sprintf("%s has %d under-replicated partition(s) of %d", ShareStateTopic, ss.UnderReplicatedPartitions, ss.Partitions)}, nil, nil
+	}
+	isr := "unknown"
+	if ss.MinInSyncReplicas != nil {
+		isr = strconv.Itoa(int(*ss.MinInSyncReplicas))
+	}
+	return ss, condInput{metav1.ConditionTrue, kqv1.ReasonShareStateReplicated,
+		fmt.Sprintf("%s: %d partitions, replication factor %d, min.insync.replicas %s, all in sync", ShareStateTopic, ss.Partitions, ss.ReplicationFactor, isr)}, nil, nil
+}
+
+func containsID(ids []int32, id int32) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}

@@ -131,3 +131,66 @@ func TestPlanClusterShareStateTopic(t *testing.T) {
 		})
 	}
 }
+
+func TestPlanShareStateManageSpreadsReplicas(t *testing.T) {
+	state := &kafka.Topic{Name: ShareStateTopic, Partitions: 6, ReplicationFactor: 1,
+		Replicas: map[int32][]int32{0: {1}, 1: {2}, 2: {3}, 3: {1}, 4: {2}, 5: {3}},
+		ISR:      map[int32][]int32{0: {1}, 1: {2}, 2: {3}, 3: {1}, 4: {2}, 5: {3}}}
+	pr := probeOf(3, 1, 1, nil, state)
+	kc := &kqv1.KafkaCluster{Spec: kqv1.KafkaClusterSpec{ShareStateTopic: kqv1.ShareStateTopicSpec{Policy: kqv1.ShareStatePolicyManage}}}
+	_, conds, act := planCluster(kc, pr)
+	if conds.ShareState.Reason != kqv1.ReasonShareStateReassigning || len(act.Reassign) != 6 {
+		t.Fatalf("cond %+v reassign %v", conds.ShareState, act.Reassign)
+	}
+	load := map[int32]int{}
+	for p, reps := range act.Reassign {
+		if len(reps) != 3 || reps[0] != state.Replicas[p][0] {
+			t.Errorf("partition %d -> %v: want 3 replicas keeping leader %d first", p, reps, state.Replicas[p][0])
+		}
+		seen := map[int32]bool{}
+		for _, b := range reps {
+			if seen[b] {
+				t.Errorf("partition %d -> %v repeats broker %d", p, reps, b)
+			}
+			seen[b] = true
+			load[b]++
+		}
+	}
+	for b, n := range load {
+		if n != 6 {
+			t.Errorf("broker %d holds %d replicas, want an even 6 (load %v)", b, n, load)
+		}
+	}
+	// Observe only reports.
+	kc.Spec.ShareStateTopic.Policy = kqv1.ShareStatePolicyObserve
+	if _, conds, act := planCluster(kc, pr); act.Reassign != nil || !strings.Contains(conds.ShareState.Message, "set shareStateTopic.policy: Manage") {
+		t.Errorf("Observe: reassign %v cond %+v", act.Reassign, conds.ShareState)
+	}
+	// While reassignments run, nothing new is sent.
+	kc.Spec.ShareStateTopic.Policy = kqv1.ShareStatePolicyManage
+	pr.Reassigning = map[int32]bool{0: true}
+	if _, conds, act := planCluster(kc, pr); act.Reassign != nil || conds.ShareState.Reason != kqv1.ReasonShareStateReassigning {
+		t.Errorf("during reassignment: reassign %v cond %+v", act.Reassign, conds.ShareState)
+	}
+}
+
+func TestPlanShareStateMinISRAndMissingBrokers(t *testing.T) {
+	kc := &kqv1.KafkaCluster{Spec: kqv1.KafkaClusterSpec{ShareStateTopic: kqv1.ShareStateTopicSpec{Policy: kqv1.ShareStatePolicyManage}}}
+	pr := probeOf(3, 1, 1, nil, stateTopic(3, 4, true))
+	pr.StateTopicMinISR = ptr.To[int32](1)
+	_, conds, act := planCluster(kc, pr)
+	if act.SetStateMinISR == nil || *act.SetStateMinISR != 2 || conds.ShareState.Status != metav1.ConditionFalse {
+		t.Errorf("min ISR action %v cond %+v, want set 2", act.SetStateMinISR, conds.ShareState)
+	}
+	pr.StateTopicMinISR = ptr.To[int32](2)
+	if _, conds, act := planCluster(kc, pr); act.SetStateMinISR != nil || conds.ShareState.Status != metav1.ConditionTrue {
+		t.Errorf("healthy: action %v cond %+v", act.SetStateMinISR, conds.ShareState)
+	}
+	// Broker 3 left for good: reported, never shrunk.
+	pr2 := probeOf(2, 1, 1, nil, stateTopic(3, 4, true))
+	st, conds, act := planCluster(kc, pr2)
+	if conds.ShareState.Reason != kqv1.ReasonShareStateBrokerMissing || act.Reassign != nil || act.SetStateMinISR != nil ||
+		len(st.ShareStateTopic.MissingBrokers) != 1 || st.ShareStateTopic.MissingBrokers[0] != 3 {
+		t.Errorf("missing broker: cond %+v action %+v status %+v", conds.ShareState, act, st.ShareStateTopic)
+	}
+}

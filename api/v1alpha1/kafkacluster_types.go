@@ -192,6 +192,19 @@ type ShareBounds struct {
 	MaxGroupSize *int64 `json:"maxGroupSize,omitempty"`
 }
 
+// PartitionAssignment is one partition's replicas.
+type PartitionAssignment struct {
+	// partition is the partition index.
+	Partition int32 `json:"partition"`
+	// replicas are the broker ids holding the partition, preferred leader first.
+	// +listType=atomic
+	Replicas []int32 `json:"replicas"`
+	// isr are the in-sync replicas.
+	// +optional
+	// +listType=atomic
+	ISR []int32 `json:"isr,omitempty"`
+}
+
 // ShareStateTopicStatus reports the __share_group_state topic and the brokers' static
 // settings for it.
 type ShareStateTopicStatus struct {
@@ -209,6 +222,17 @@ type ShareStateTopicStatus struct {
 	// underReplicatedPartitions counts partitions whose ISR is smaller than their replicas.
 	// +optional
 	UnderReplicatedPartitions int32 `json:"underReplicatedPartitions,omitempty"`
+	// assignments lists each partition's replicas and ISR, sorted by partition.
+	// +optional
+	// +listType=atomic
+	Assignments []PartitionAssignment `json:"assignments,omitempty"`
+	// targetReplicationFactor is min(3, brokers), the replication the cluster can hold.
+	// +optional
+	TargetReplicationFactor int32 `json:"targetReplicationFactor,omitempty"`
+	// missingBrokers lists broker ids that hold replicas but are not in the cluster.
+	// +optional
+	// +listType=atomic
+	MissingBrokers []int32 `json:"missingBrokers,omitempty"`
 	// configuredReplicationFactor is the brokers' share.coordinator.state.topic.replication.factor.
 	// +optional
 	ConfiguredReplicationFactor *int32 `json:"configuredReplicationFactor,omitempty"`

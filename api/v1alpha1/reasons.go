@@ -44,6 +44,9 @@ const (
 	ReasonShareStateUncreatable = "ReplicationFactorExceedsBrokers"
 	// ReasonShareStateReassigning: partition reassignments raising the RF are in progress.
 	ReasonShareStateReassigning = "Reassigning"
+	// ReasonShareStateBrokerMissing: replicas sit on brokers that are no longer in the
+	// cluster; the operator never shrinks replication on its own.
+	ReasonShareStateBrokerMissing = "BrokerMissing"
 
 	// ReasonClusterNotFound: the referenced KafkaCluster does not exist.
 	ReasonClusterNotFound = "ClusterNotFound"

@@ -1,0 +1,316 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
+)
+
+// startKafka starts a dedicated Kafka cluster for one test and stops it at the end.
+func startKafka(t *testing.T, opts rig.KafkaOptions) (*rig.Kafka, *kafka.Client) {
+	t.Helper()
+	opts.Log = func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }
+	k, err := rig.StartKafka(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("starting kafka %+v: %v", opts, err)
+	}
+	t.Cleanup(k.Stop)
+	admin, err := kafka.NewClient(kafka.Config{BootstrapServers: k.BootstrapServers(), ClientID: "test-admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	return k, admin
+}
+
+// createCluster creates a KafkaCluster for k and waits until check(status) returns "".
+func (r *testRig) createCluster(t *testing.T, ns, name string, k *rig.Kafka, mut func(*kqv1.KafkaCluster), check func(*kqv1.KafkaCluster) string) *kqv1.KafkaCluster {
+	t.Helper()
+	kc := &kqv1.KafkaCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: kqv1.KafkaClusterSpec{BootstrapServers: k.BootstrapServers()}}
+	if mut != nil {
+		mut(kc)
+	}
+	if err := r.k8s.Create(ctxFor(t), kc); err != nil {
+		t.Fatal(err)
+	}
+	return r.waitCluster(t, kc, check)
+}
+
+func (r *testRig) waitCluster(t *testing.T, kc *kqv1.KafkaCluster, check func(*kqv1.KafkaCluster) string) *kqv1.KafkaCluster {
+	t.Helper()
+	out := &kqv1.KafkaCluster{}
+	eventually(t, 90*time.Second, func() string {
+		if err := r.k8s.Get(ctxFor(t), client.ObjectKeyFromObject(kc), out); err != nil {
+			return err.Error()
+		}
+		if out.Status.ObservedGeneration != out.Generation {
+			return "status not at the current generation"
+		}
+		if msg := check(out); msg != "" {
+			return fmt.Sprintf("KafkaCluster %s: %s; conditions %+v", kc.Name, msg, out.Status.Conditions)
+		}
+		return ""
+	})
+	return out
+}
+
+func condIs(conds []metav1.Condition, typ string, status metav1.ConditionStatus, reason string) string {
+	c := findCondition(conds, typ)
+	if c == nil || c.Status != status || (reason != "" && c.Reason != reason) {
+		return fmt.Sprintf("want %s=%s/%s, have %+v", typ, status, reason, c)
+	}
+	return ""
+}
+
+// A cluster formatted at release 4.1 starts with share.version 0: Observe reports it and the
+// command to run, queues wait with ShareGroupsDisabled and write no group config; Finalize
+// raises the level to 1 and the waiting queue becomes Ready without being touched.
+func TestFinalizeShareVersionOnRelease41Cluster(t *testing.T) {
+	r := startRig(t)
+	k, admin := startKafka(t, rig.KafkaOptions{ReleaseVersion: "4.1"})
+	ns := r.newNamespace(t)
+	kc := r.createCluster(t, ns, "old", k, nil, func(kc *kqv1.KafkaCluster) string {
+		return condIs(kc.Status.Conditions, kqv1.ConditionShareGroupsEnabled, metav1.ConditionFalse, kqv1.ReasonShareGroupsDisabled)
+	})
+	if kc.Status.ShareVersion != 0 {
+		t.Errorf("shareVersion %d, want 0 at release 4.1", kc.Status.ShareVersion)
+	}
+	c := findCondition(kc.Status.Conditions, kqv1.ConditionShareGroupsEnabled)
+	if !strings.Contains(c.Message, "upgrade --feature share.version=1") {
+		t.Errorf("ShareGroupsEnabled message %q does not give the command", c.Message)
+	}
+	var sv *kqv1.FeatureRange
+	for i, f := range kc.Status.SupportedFeatures {
+		if f.Name == "share.version" {
+			sv = &kc.Status.SupportedFeatures[i]
+		}
+	}
+	if sv == nil || sv.MaxLevel < 1 {
+		t.Errorf("supportedFeatures %+v lacks share.version up to >= 1", kc.Status.SupportedFeatures)
+	}
+
+	sq := &kqv1.ShareQueue{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "waiting"},
+		Spec: kqv1.ShareQueueSpec{ClusterRef: kqv1.ClusterReference{Name: "old"},
+			Delivery: kqv1.DeliverySpec{MaxDeliveryAttempts: ptr.To[int32](4)}},
+	}
+	if err := r.k8s.Create(ctxFor(t), sq); err != nil {
+		t.Fatal(err)
+	}
+	got := r.waitQueue(t, sq, kqv1.ConditionReady, metav1.ConditionFalse)
+	if c := findCondition(got.Status.Conditions, kqv1.ConditionReady); c.Reason != kqv1.ReasonShareGroupsDisabled {
+		t.Errorf("Ready %+v, want reason ShareGroupsDisabled", c)
+	}
+	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: "waiting"}
+	if cfgs, err := admin.DescribeConfigs(ctxFor(t), []kafka.ResourceKey{groupKey}); err == nil && cfgs[groupKey].Err == nil {
+		if e := cfgs[groupKey].Configs["share.delivery.count.limit"]; e.IsOverride() {
+			t.Errorf("group config written while share groups are off: %+v", e)
+		}
+	}
+
+	// Finalize: only the KafkaCluster changes.
+	patch := client.MergeFrom(kc.DeepCopy())
+	kc.Spec.FeaturePolicy = kqv1.FeaturePolicyFinalize
+	kc.Spec.TargetShareVersion = ptr.To[int32](1)
+	if err := r.k8s.Patch(ctxFor(t), kc, patch); err != nil {
+		t.Fatal(err)
+	}
+	kc = r.waitCluster(t, kc, func(kc *kqv1.KafkaCluster) string {
+		if kc.Status.ShareVersion != 1 {
+			return fmt.Sprintf("shareVersion %d", kc.Status.ShareVersion)
+		}
+		return condIs(kc.Status.Conditions, kqv1.ConditionShareGroupsEnabled, metav1.ConditionTrue, "")
+	})
+	info, err := admin.DescribeCluster(ctxFor(t))
+	if err != nil || info.FeatureLevel("share.version") != 1 {
+		t.Errorf("brokers report share.version %d (%v), want 1", info.FeatureLevel("share.version"), err)
+	}
+	got = r.waitQueue(t, sq, kqv1.ConditionReady, metav1.ConditionTrue)
+	eventually(t, 10*time.Second, func() string {
+		cfgs, err := admin.DescribeConfigs(ctxFor(t), []kafka.ResourceKey{groupKey})
+		if err != nil {
+			return err.Error()
+		}
+		if e := cfgs[groupKey].Configs["share.delivery.count.limit"]; e.Value != "4" || !e.IsOverride() {
+			return fmt.Sprintf("group config after finalize: %+v", e)
+		}
+		return ""
+	})
+	var finalized bool
+	var evs eventsv1.EventList
+	if err := r.k8s.List(ctxFor(t), &evs, client.InNamespace(ns)); err == nil {
+		for _, e := range evs.Items {
+			if e.Reason == kqv1.ReasonFeatureFinalized && strings.Contains(e.Note, "share.version raised from 0 to 1") {
+				finalized = true
+			}
+		}
+	}
+	if !finalized {
+		t.Errorf("no FeatureFinalized event for the share.version upgrade")
+	}
+}
+
+// Three brokers whose __share_group_state was created at RF 1: Manage raises every partition
+// to RF 3 (spread over the brokers) and the topic's min.insync.replicas to 2.
+func TestManageRaisesShareStateReplication(t *testing.T) {
+	r := startRig(t)
+	k, admin := startKafka(t, rig.KafkaOptions{Brokers: 3, BrokerProps: map[string]string{
+		"share.coordinator.state.topic.replication.factor": "1",
+		"share.coordinator.state.topic.min.isr":            "1",
+	}})
+	ns := r.newNamespace(t)
+	// First share-group use creates the state topic at the brokers' RF 1.
+	if _, err := admin.CreateTopics(ctxFor(t), []kafka.NewTopic{{Name: "work", Partitions: 3, ReplicationFactor: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rig.ProduceAndShareConsume(ctxFor(t), k.BootstrapServers(), "work", "g", 1, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() string {
+		ts, err := admin.DescribeTopics(ctxFor(t), ShareStateTopic)
+		if err != nil {
+			return err.Error()
+		}
+		if ts[ShareStateTopic].Err != nil {
+			return "state topic not created yet: " + ts[ShareStateTopic].Err.Error()
+		}
+		return ""
+	})
+	r.createCluster(t, ns, "three", k, nil, func(kc *kqv1.KafkaCluster) string {
+		ss := kc.Status.ShareStateTopic
+		if ss == nil || !ss.Exists || ss.ReplicationFactor != 1 {
+			return fmt.Sprintf("share state %+v", ss)
+		}
+		return condIs(kc.Status.Conditions, kqv1.ConditionShareStateReplicated, metav1.ConditionFalse, kqv1.ReasonShareStateUnderReplicated)
+	})
+	var kc kqv1.KafkaCluster
+	if err := r.k8s.Get(ctxFor(t), client.ObjectKey{Namespace: ns, Name: "three"}, &kc); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(kc.DeepCopy())
+	kc.Spec.ShareStateTopic.Policy = kqv1.ShareStatePolicyManage
+	if err := r.k8s.Patch(ctxFor(t), &kc, patch); err != nil {
+		t.Fatal(err)
+	}
+	got := r.waitCluster(t, &kc, func(kc *kqv1.KafkaCluster) string {
+		return condIs(kc.Status.Conditions, kqv1.ConditionShareStateReplicated, metav1.ConditionTrue, kqv1.ReasonShareStateReplicated)
+	})
+	if ss := got.Status.ShareStateTopic; ss.ReplicationFactor != 3 || ss.MinInSyncReplicas == nil || *ss.MinInSyncReplicas != 2 {
+		t.Errorf("status share state %+v", ss)
+	}
+	// Check from a separate client.
+	ts, err := admin.DescribeTopics(ctxFor(t), ShareStateTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := ts[ShareStateTopic]
+	load := map[int32]int{}
+	for p, reps := range st.Replicas {
+		seen := map[int32]bool{}
+		for _, b := range reps {
+			seen[b] = true
+			load[b]++
+		}
+		if len(reps) != 3 || len(seen) != 3 {
+			t.Errorf("partition %d replicas %v, want 3 distinct brokers", p, reps)
+		}
+	}
+	if len(load) != 3 {
+		t.Errorf("replicas spread over %v, want all 3 brokers", load)
+	}
+	key := kafka.ResourceKey{Type: kafka.TopicResource, Name: ShareStateTopic}
+	cfgs, err := admin.DescribeConfigs(ctxFor(t), []kafka.ResourceKey{key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := cfgs[key].Configs["min.insync.replicas"].Value; v != "2" {
+		t.Errorf("min.insync.replicas %q, want 2", v)
+	}
+}
+
+// Kafka 4.2 has no KIP-1240 min/max for delivery count and record locks and no group-level
+// share.delivery.count.limit: a queue using maxDeliveryAttempts is told the field is
+// unsupported here; a queue without it is Ready.
+func TestKafka42ReportsUnsupportedFields(t *testing.T) {
+	r := startRig(t)
+	k, _ := startKafka(t, rig.KafkaOptions{Version: "4.2.0"})
+	ns := r.newNamespace(t)
+	kc := r.createCluster(t, ns, "k42", k, nil, func(kc *kqv1.KafkaCluster) string {
+		return condIs(kc.Status.Conditions, kqv1.ConditionConnected, metav1.ConditionTrue, "")
+	})
+	if b := kc.Status.ShareBounds; b == nil || b.DeliveryCountLimit.Min != nil || b.DeliveryCountLimit.Max != nil {
+		t.Errorf("4.2 bounds %+v: delivery-count min/max must be absent, not invented", b)
+	}
+	t.Logf("4.2 share.version=%d bounds=%+v", kc.Status.ShareVersion, kc.Status.ShareBounds)
+	mk := func(name string, attempts *int32) *kqv1.ShareQueue {
+		sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: kqv1.ShareQueueSpec{
+			ClusterRef: kqv1.ClusterReference{Name: "k42"},
+			Delivery:   kqv1.DeliverySpec{LockDuration: &metav1.Duration{Duration: 20 * time.Second}, MaxDeliveryAttempts: attempts},
+		}}
+		if err := r.k8s.Create(ctxFor(t), sq); err != nil {
+			t.Fatal(err)
+		}
+		return sq
+	}
+	with := r.waitQueue(t, mk("with-attempts", ptr.To[int32](4)), kqv1.ConditionConfigValid, metav1.ConditionFalse)
+	c := findCondition(with.Status.Conditions, kqv1.ConditionConfigValid)
+	if c.Reason != kqv1.ReasonUnsupportedByCluster || !strings.Contains(c.Message, "delivery.maxDeliveryAttempts=4") || !strings.Contains(c.Message, "share.delivery.count.limit") {
+		t.Errorf("ConfigValid %+v", c)
+	}
+	without := r.waitQueue(t, mk("without-attempts", nil), kqv1.ConditionReady, metav1.ConditionTrue)
+	if e := without.Status.Effective.LockDuration; e.Value != "20s" || e.Source != kqv1.SourceGroupOverride {
+		t.Errorf("effective lock on 4.2 %+v", e)
+	}
+}
+
+// Brokers restarted with a narrower lock-duration bound: the cluster's bounds, and with them
+// the queue's condition and effective value, follow.
+func TestQueueFollowsNarrowedBrokerBounds(t *testing.T) {
+	r := startRig(t)
+	k, _ := startKafka(t, rig.KafkaOptions{})
+	ns := r.newNamespace(t)
+	r.createCluster(t, ns, "b", k, nil, func(kc *kqv1.KafkaCluster) string {
+		return condIs(kc.Status.Conditions, kqv1.ConditionReady, metav1.ConditionTrue, "")
+	})
+	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lease"}, Spec: kqv1.ShareQueueSpec{
+		ClusterRef: kqv1.ClusterReference{Name: "b"},
+		Delivery:   kqv1.DeliverySpec{LockDuration: &metav1.Duration{Duration: 50 * time.Second}},
+	}}
+	if err := r.k8s.Create(ctxFor(t), sq); err != nil {
+		t.Fatal(err)
+	}
+	got := r.waitQueue(t, sq, kqv1.ConditionReady, metav1.ConditionTrue)
+	if got.Status.Effective.LockDuration.Value != "50s" {
+		t.Fatalf("effective lock %+v", got.Status.Effective.LockDuration)
+	}
+	if err := k.RestartNode(context.Background(), k.Nodes[0], map[string]string{"group.share.max.record.lock.duration.ms": "40000"}); err != nil {
+		t.Fatal(err)
+	}
+	var out kqv1.ShareQueue
+	eventually(t, 90*time.Second, func() string {
+		if err := r.k8s.Get(ctxFor(t), client.ObjectKeyFromObject(sq), &out); err != nil {
+			return err.Error()
+		}
+		c := findCondition(out.Status.Conditions, kqv1.ConditionConfigValid)
+		if c == nil || c.Reason != kqv1.ReasonOutOfBrokerBounds || !strings.Contains(c.Message, "group.share.max.record.lock.duration.ms=40000") {
+			return fmt.Sprintf("ConfigValid %+v", c)
+		}
+		return ""
+	})
+	// The stored 50000 override is clamped by the brokers at run time (KIP-1240).
+	if e := out.Status.Effective.LockDuration; e.Value != "40s" || e.Source != kqv1.SourceClamped {
+		t.Errorf("effective lock after narrowing %+v, want 40s Clamped", e)
+	}
+}

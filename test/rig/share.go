@@ -1,0 +1,48 @@
+package rig
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ProduceAndShareConsume produces n records to topic and consumes them with a franz-go share
+// consumer in group (KIP-932), returning how many records it received before the deadline.
+// The first share-group use also makes the brokers create __share_group_state.
+func ProduceAndShareConsume(ctx context.Context, bootstrap []string, topic, group string, n int, timeout time.Duration) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		return 0, err
+	}
+	defer prod.Close()
+	cons, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.ShareGroup(group), kgo.ConsumeTopics(topic))
+	if err != nil {
+		return 0, err
+	}
+	defer cons.Close()
+	// Join first so records produced next are not skipped by share.auto.offset.reset=latest.
+	got := 0
+	produced := false
+	for got < n {
+		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+		fs := cons.PollFetches(pctx)
+		pcancel()
+		fs.EachRecord(func(*kgo.Record) { got++ })
+		if !produced {
+			for i := 0; i < n; i++ {
+				if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("record-%d", i))}).FirstErr(); err != nil {
+					return got, fmt.Errorf("producing: %w", err)
+				}
+			}
+			produced = true
+		}
+		if ctx.Err() != nil {
+			return got, nil
+		}
+	}
+	return got, nil
+}
