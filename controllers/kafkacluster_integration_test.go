@@ -175,8 +175,12 @@ func TestManageRaisesShareStateReplication(t *testing.T) {
 	if _, err := admin.CreateTopics(ctxFor(t), []kafka.NewTopic{{Name: "work", Partitions: 3, ReplicationFactor: 3}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rig.ProduceAndShareConsume(ctxFor(t), k.BootstrapServers(), "work", "g", 1, 20*time.Second); err != nil {
+	gk := kafka.ResourceKey{Type: kafka.GroupResource, Name: "g"}
+	if _, err := admin.IncrementalAlterConfigs(ctxFor(t), []kafka.Alteration{{Resource: gk, Configs: []kafka.AlterConfig{{Name: "share.auto.offset.reset", Op: kafka.OpSet, Value: "earliest"}}}}); err != nil {
 		t.Fatal(err)
+	}
+	if n, err := rig.ProduceAndShareConsume(ctxFor(t), k.BootstrapServers(), "work", "g", 3, 30*time.Second); err != nil || n != 3 {
+		t.Fatalf("share consumer got %d of 3 records: %v", n, err)
 	}
 	eventually(t, 30*time.Second, func() string {
 		ts, err := admin.DescribeTopics(ctxFor(t), ShareStateTopic)
@@ -237,6 +241,27 @@ func TestManageRaisesShareStateReplication(t *testing.T) {
 	}
 	if v := cfgs[key].Configs["min.insync.replicas"].Value; v != "2" {
 		t.Errorf("min.insync.replicas %q, want 2", v)
+	}
+
+	// A broker that leaves: the cluster says so and never shrinks replication by itself.
+	k.StopNode(k.Nodes[2])
+	got = r.waitCluster(t, &kc, func(kc *kqv1.KafkaCluster) string {
+		if kc.Status.BrokerCount != 2 {
+			return fmt.Sprintf("brokerCount %d", kc.Status.BrokerCount)
+		}
+		return condIs(kc.Status.Conditions, kqv1.ConditionShareStateReplicated, metav1.ConditionFalse, kqv1.ReasonShareStateBrokerMissing)
+	})
+	if c := findCondition(got.Status.Conditions, kqv1.ConditionReady); c.Status != metav1.ConditionFalse {
+		t.Errorf("Ready %+v while a broker holding share state is gone", c)
+	}
+	ts, err = admin.DescribeTopics(ctxFor(t), ShareStateTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, reps := range ts[ShareStateTopic].Replicas {
+		if len(reps) != 3 {
+			t.Errorf("partition %d shrank to %v after a broker left", p, reps)
+		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
 )
 
 func TestKafkaClusterReportsTheBroker(t *testing.T) {
@@ -356,4 +357,118 @@ func TestNoOpReconcileWritesNothing(t *testing.T) {
 		t.Errorf("no-op reconcile wrote to the apiserver: resourceVersion %s -> %s\nbefore: %+v\nafter:  %+v", rvAfterPoke, now.ResourceVersion, settled.Status, now.Status)
 	}
 	t.Logf("no-op reconcile requests: %v", d)
+}
+
+func TestReconcileModesPlanAndPaused(t *testing.T) {
+	r := startRig(t)
+	ns := r.newNamespace(t)
+	r.newCluster(t, ns)
+	ctx := ctxFor(t)
+	topic := "planned-" + ns
+	sq := &kqv1.ShareQueue{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "planned", Annotations: map[string]string{kqv1.ReconcileAnnotation: kqv1.ReconcilePlan}},
+		Spec: kqv1.ShareQueueSpec{
+			ClusterRef: kqv1.ClusterReference{Name: "local"},
+			Topic:      kqv1.QueueTopicSpec{Name: topic, Partitions: 2},
+			Delivery:   kqv1.DeliverySpec{MaxDeliveryAttempts: ptr.To[int32](3)},
+		},
+	}
+	if err := r.k8s.Create(ctx, sq); err != nil {
+		t.Fatal(err)
+	}
+	got := r.waitQueue(t, sq, kqv1.ConditionReady, metav1.ConditionFalse)
+	want := []string{
+		"create topic " + topic + ": partitions=2 replicationFactor=broker default",
+		"group planned: set share.delivery.count.limit=3",
+	}
+	if fmt.Sprint(got.Status.PlannedChanges) != fmt.Sprint(want) {
+		t.Errorf("plannedChanges %q, want %q", got.Status.PlannedChanges, want)
+	}
+	if c := findCondition(got.Status.Conditions, kqv1.ConditionReady); c.Reason != kqv1.ReasonPlanned {
+		t.Errorf("Ready %+v, want reason Planned", c)
+	}
+	ts, err := r.admin.DescribeTopics(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !kafka.IsNotFound(ts[topic].Err) {
+		t.Fatalf("Plan mode created the topic: %+v", ts[topic])
+	}
+
+	// Paused: a spec change is neither read nor applied.
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Annotations[kqv1.ReconcileAnnotation] = kqv1.ReconcilePaused
+	got.Spec.Topic.Partitions = 4
+	if err := r.k8s.Patch(ctx, got, patch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() string {
+		var cur kqv1.ShareQueue
+		if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(sq), &cur); err != nil {
+			return err.Error()
+		}
+		if c := findCondition(cur.Status.Conditions, kqv1.ConditionReconciling); c == nil || c.Reason != kqv1.ReasonPaused {
+			return fmt.Sprintf("Reconciling %+v, want reason Paused", c)
+		}
+		return ""
+	})
+	if ts, _ := r.admin.DescribeTopics(ctx, topic); !kafka.IsNotFound(ts[topic].Err) {
+		t.Fatalf("Paused mode touched Kafka: %+v", ts[topic])
+	}
+
+	// Active again: the plan is applied and cleared.
+	patch = client.MergeFrom(got.DeepCopy())
+	delete(got.Annotations, kqv1.ReconcileAnnotation)
+	if err := r.k8s.Patch(ctx, got, patch); err != nil {
+		t.Fatal(err)
+	}
+	got = r.waitQueue(t, got, kqv1.ConditionReady, metav1.ConditionTrue)
+	if len(got.Status.PlannedChanges) != 0 || got.Status.Partitions != 4 {
+		t.Errorf("after activation: plannedChanges %v partitions %d", got.Status.PlannedChanges, got.Status.Partitions)
+	}
+}
+
+// A share consumer joining the queue's group shows in status.group.
+func TestQueueStatusShowsShareGroup(t *testing.T) {
+	r := startRig(t)
+	ns := r.newNamespace(t)
+	r.newCluster(t, ns)
+	ctx := ctxFor(t)
+	topic := "consumed-" + ns
+	sq := &kqv1.ShareQueue{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "consumed-" + ns},
+		Spec: kqv1.ShareQueueSpec{
+			ClusterRef: kqv1.ClusterReference{Name: "local"},
+			Topic:      kqv1.QueueTopicSpec{Name: topic, Partitions: 1},
+			Delivery:   kqv1.DeliverySpec{AutoOffsetReset: ptr.To("earliest")},
+		},
+	}
+	if err := r.k8s.Create(ctx, sq); err != nil {
+		t.Fatal(err)
+	}
+	got := r.waitQueue(t, sq, kqv1.ConditionReady, metav1.ConditionTrue)
+	if g := got.Status.Group; g == nil || g.State != "NotCreated" || g.Members != 0 {
+		t.Errorf("group before any consumer: %+v", g)
+	}
+	n, err := rig.ProduceAndShareConsume(ctx, r.kafka.BootstrapServers(), topic, sq.Name, 5, 30*time.Second)
+	if err != nil || n != 5 {
+		t.Fatalf("share consumer received %d of 5 records: %v", n, err)
+	}
+	// Any spec-neutral change re-reads the group.
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Annotations = map[string]string{"test/poke": "1"}
+	if err := r.k8s.Patch(ctx, got, patch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() string {
+		var cur kqv1.ShareQueue
+		if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(sq), &cur); err != nil {
+			return err.Error()
+		}
+		g := cur.Status.Group
+		if g == nil || g.State == "NotCreated" || g.TotalLag == nil {
+			return fmt.Sprintf("group status %+v", g)
+		}
+		return ""
+	})
 }
