@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"strings"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -37,12 +39,21 @@ func setKstatus(conds *[]metav1.Condition, ready condInput, stalled bool, genera
 	}
 }
 
-// reconcileMode reads the kafkaqueues.io/reconcile annotation (Active when absent or unknown).
+// reconcileInvalid is the mode of an unrecognised kafkaqueues.io/reconcile value: nothing is
+// read or written until it is fixed (a typo must not turn a pause into writes).
+const reconcileInvalid = "Invalid"
+
+// reconcileMode reads the kafkaqueues.io/reconcile annotation, case-insensitively: Active when
+// absent, reconcileInvalid when unrecognised.
 func reconcileMode(annotations map[string]string) string {
-	switch v := annotations[kqv1.ReconcileAnnotation]; v {
-	case kqv1.ReconcilePaused, kqv1.ReconcileObserveOnly, kqv1.ReconcilePlan:
-		return v
-	default:
+	v, ok := annotations[kqv1.ReconcileAnnotation]
+	if !ok {
 		return kqv1.ReconcileActive
 	}
+	for _, m := range []string{kqv1.ReconcileActive, kqv1.ReconcilePaused, kqv1.ReconcileObserveOnly, kqv1.ReconcilePlan} {
+		if strings.EqualFold(strings.TrimSpace(v), m) {
+			return m
+		}
+	}
+	return reconcileInvalid
 }

@@ -23,7 +23,10 @@ import (
 )
 
 // secretError is a missing Secret or key; the KafkaCluster reports it as SecretNotFound.
-type secretError struct{ msg string }
+type secretError struct {
+	msg     string
+	invalid bool // the Secret exists but its content is unusable
+}
 
 func (e *secretError) Error() string { return e.msg }
 
@@ -42,13 +45,13 @@ func clientFor(ctx context.Context, secrets client.Reader, pool *kafka.Pool, kc 
 		var s corev1.Secret
 		if err := secrets.Get(ctx, types.NamespacedName{Namespace: kc.Namespace, Name: name}, &s); err != nil {
 			if apierrors.IsNotFound(err) {
-				return nil, &secretError{fmt.Sprintf("Secret %s/%s not found", kc.Namespace, name)}
+				return nil, &secretError{msg: fmt.Sprintf("Secret %s/%s not found", kc.Namespace, name)}
 			}
 			return nil, fmt.Errorf("reading Secret %s/%s: %w", kc.Namespace, name, err)
 		}
 		v, ok := s.Data[key]
 		if !ok {
-			return nil, &secretError{fmt.Sprintf("Secret %s/%s has no key %q", kc.Namespace, name, key)}
+			return nil, &secretError{msg: fmt.Sprintf("Secret %s/%s has no key %q", kc.Namespace, name, key)}
 		}
 		return v, nil
 	}
@@ -63,7 +66,7 @@ func clientFor(ctx context.Context, secrets client.Reader, pool *kafka.Pool, kc 
 			}
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(ca) {
-				return nil, &secretError{fmt.Sprintf("Secret %s/%s key %q holds no PEM certificate", kc.Namespace, t.CASecretRef.Name, t.CASecretRef.Key)}
+				return nil, &secretError{msg: fmt.Sprintf("Secret %s/%s key %q holds no PEM certificate", kc.Namespace, t.CASecretRef.Name, t.CASecretRef.Key), invalid: true}
 			}
 			tc.RootCAs = pool
 			h.Write(ca)
@@ -79,7 +82,7 @@ func clientFor(ctx context.Context, secrets client.Reader, pool *kafka.Pool, kc 
 			}
 			pair, err := tls.X509KeyPair(crt, key)
 			if err != nil {
-				return nil, &secretError{fmt.Sprintf("Secret %s/%s: tls.crt/tls.key do not form a key pair", kc.Namespace, t.ClientCertSecretName)}
+				return nil, &secretError{msg: fmt.Sprintf("Secret %s/%s: tls.crt/tls.key do not form a key pair", kc.Namespace, t.ClientCertSecretName), invalid: true}
 			}
 			tc.Certificates = []tls.Certificate{pair}
 			h.Write(crt)

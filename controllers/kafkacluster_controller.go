@@ -58,7 +58,7 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		r.Pool.Remove(clusterKey(&kc))
 		return ctrl.Result{}, nil
 	}
-	if reconcileMode(kc.Annotations) == kqv1.ReconcilePaused {
+	if m := reconcileMode(kc.Annotations); m == kqv1.ReconcilePaused || m == reconcileInvalid {
 		return ctrl.Result{}, nil
 	}
 	original := kc.DeepCopy()
@@ -69,7 +69,11 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	cl, err := clientFor(kctx, r.APIReader, r.Pool, &kc)
 	var se *secretError
 	if errors.As(err, &se) {
-		r.notConnected(&kc, kqv1.ReasonSecretNotFound, se.Error(), true)
+		reason := kqv1.ReasonSecretNotFound
+		if se.invalid {
+			reason = kqv1.ReasonSecretInvalid
+		}
+		r.notConnected(&kc, reason, se.Error(), true)
 		return ctrl.Result{RequeueAfter: 30 * time.Second}, r.patchStatus(ctx, original, &kc)
 	}
 	if err != nil {

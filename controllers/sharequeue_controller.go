@@ -15,11 +15,14 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
@@ -67,9 +70,20 @@ func (r *ShareQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	original := sq.DeepCopy()
 	gen := sq.Generation
 
-	if mode == kqv1.ReconcilePaused {
-		setCondition(&sq.Status.Conditions, kqv1.ConditionReconciling, condInput{metav1.ConditionFalse, kqv1.ReasonPaused,
-			"annotation kafkaqueues.io/reconcile=Paused: nothing is read or written"}, gen)
+	if mode == kqv1.ReconcilePaused || mode == reconcileInvalid {
+		if !sq.DeletionTimestamp.IsZero() && controllerutil.ContainsFinalizer(&sq, CleanupFinalizer) {
+			// Paused means no Kafka change: deleting a paused queue keeps its topic and group,
+			// and the finalizer is released so the namespace never wedges.
+			r.event(&sq, corev1.EventTypeWarning, "CleanupSkipped", "Delete", fmt.Sprintf("reconcile mode %q: topic %s and group %s were left in Kafka", sq.Annotations[kqv1.ReconcileAnnotation], topicNameOf(&sq), groupIDOf(&sq)))
+			patch := client.MergeFrom(sq.DeepCopy())
+			controllerutil.RemoveFinalizer(&sq, CleanupFinalizer)
+			return ctrl.Result{}, client.IgnoreNotFound(r.Patch(ctx, &sq, patch))
+		}
+		in := condInput{metav1.ConditionFalse, kqv1.ReasonPaused, "annotation kafkaqueues.io/reconcile=Paused: nothing is read or written"}
+		if mode == reconcileInvalid {
+			in = condInput{metav1.ConditionFalse, kqv1.ReasonInvalidReconcileMode, fmt.Sprintf("annotation kafkaqueues.io/reconcile=%q is not one of Active, Paused, ObserveOnly, Plan; nothing is read or written until it is fixed", sq.Annotations[kqv1.ReconcileAnnotation])}
+		}
+		setCondition(&sq.Status.Conditions, kqv1.ConditionReconciling, in, gen)
 		return ctrl.Result{}, r.patchStatus(ctx, original, &sq)
 	}
 
@@ -108,6 +122,25 @@ func (r *ShareQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, errors.Join(err, r.patchStatus(ctx, original, &sq))
 	}
 
+	// --- ownership: one owner per (cluster, topic) and (cluster, group)
+	others, err := r.claimants(ctx, &sq, &kc)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if owner := ownerOf(&sq, others); owner != nil {
+		msg := conflictMessage(owner)
+		prev := findCondition(sq.Status.Conditions, kqv1.ConditionConflict)
+		if prev == nil || prev.Status != metav1.ConditionTrue {
+			r.event(&sq, corev1.EventTypeWarning, kqv1.ReasonConflict, "Reconcile", msg)
+		}
+		setCondition(&sq.Status.Conditions, kqv1.ConditionConflict, condInput{metav1.ConditionTrue, kqv1.ReasonConflict, msg}, gen)
+		setKstatus(&sq.Status.Conditions, condInput{metav1.ConditionFalse, kqv1.ReasonConflict, msg}, true, gen)
+		sq.Status.PlannedChanges = nil
+		return ctrl.Result{}, r.patchStatus(ctx, original, &sq)
+	}
+	setCondition(&sq.Status.Conditions, kqv1.ConditionConflict, condInput{metav1.ConditionFalse, kqv1.ReasonNoConflict,
+		fmt.Sprintf("this ShareQueue owns topic %s and group %s", sq.Status.TopicName, sq.Status.GroupID)}, gen)
+
 	// --- observe
 	obs, group, err := r.observe(kctx, cl, &sq, kc.Status)
 	if err != nil {
@@ -123,6 +156,16 @@ func (r *ShareQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	switch mode {
 	case kqv1.ReconcileActive:
 		sq.Status.PlannedChanges = nil
+		if plan.CreateTopic != nil && sq.Spec.AdoptionPolicy == kqv1.AdoptionPolicyCreate && sq.Status.TopicCreationStarted == nil {
+			// Record the attempt first: if the manager stops before the id is recorded, the
+			// topic is still recognised as ours rather than reported as someone else's.
+			now := metav1.Now()
+			sq.Status.TopicCreationStarted = &now
+			if err := r.Status().Patch(ctx, &sq, client.MergeFrom(original)); err != nil {
+				return ctrl.Result{}, err
+			}
+			original = sq.DeepCopy()
+		}
 		res = r.apply(kctx, cl, &sq, &plan, res)
 	default: // Plan, ObserveOnly
 		sq.Status.PlannedChanges = plan.Changes()
@@ -221,6 +264,10 @@ func (r *ShareQueueReconciler) apply(ctx context.Context, cl *kafka.Client, sq *
 		}
 	}
 	if t := plan.CreateTopic; t != nil {
+		if plan.RecreatesTopicID != "" {
+			r.event(sq, corev1.EventTypeWarning, "TopicDeleted", "CreateTopic",
+				fmt.Sprintf("topic %s (id %s) was deleted outside the operator; creating it again (its records are gone)", t.Name, plan.RecreatesTopicID))
+		}
 		created, err := cl.CreateTopics(ctx, []kafka.NewTopic{*t})
 		if err != nil {
 			classify(err, &res.topicErr)
@@ -297,7 +344,7 @@ func changesOf(cs []kafka.AlterConfig, resource string) string {
 var stallingReasons = map[string]bool{
 	kqv1.ReasonOutOfBrokerBounds: true, kqv1.ReasonUnsupportedByCluster: true, kqv1.ReasonKafkaRejected: true,
 	kqv1.ReasonTopicExists: true, kqv1.ReasonTopicIDChanged: true, kqv1.ReasonPartitionCountMismatch: true,
-	kqv1.ReasonReplicationFactorMismatch: true, kqv1.ReasonDriftDetected: true,
+	kqv1.ReasonReplicationFactorMismatch: true, kqv1.ReasonConflict: true, kqv1.ReasonDeletionProtected: true,
 }
 
 // report writes the plan's and the apply's outcome into status.
@@ -306,9 +353,14 @@ func (r *ShareQueueReconciler) report(sq *kqv1.ShareQueue, plan *queuePlan, res 
 	st := &sq.Status
 	switch {
 	case res.topicCreated:
-		st.TopicID, st.TopicCreated = res.topicID, true
-	case st.TopicID == "" && res.topicID != "":
-		st.TopicID = res.topicID // pinned: a topic recreated outside the operator is detected, not adopted
+		st.TopicID, st.TopicCreated, st.TopicCreationStarted = res.topicID, true, nil
+	case plan.AdoptCreated && mode == kqv1.ReconcileActive:
+		st.TopicID, st.TopicCreated, st.TopicCreationStarted = res.topicID, true, nil
+	case !plan.Blocked && st.TopicID == "" && res.topicID != "" && mode == kqv1.ReconcileActive:
+		st.TopicID = res.topicID // adopted and pinned: a topic recreated outside the operator is detected, not adopted
+	}
+	if mode == kqv1.ReconcileActive && !plan.Blocked && res.topicErr == nil && res.transient == nil {
+		st.ManagedTopicConfigs = plan.ManagedTopicConfigs
 	}
 	st.Partitions, st.ReplicationFactor = res.partitions, res.rf
 	st.Group = group
@@ -319,15 +371,15 @@ func (r *ShareQueueReconciler) report(sq *kqv1.ShareQueue, plan *queuePlan, res 
 		effective = plan.EffectiveNow
 	}
 	if res.topicErr != nil {
-		topicCond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, res.topicErr.Error()}
+		topicCond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, "the brokers refused spec.topic (name, partitions, replicationFactor, config): " + res.topicErr.Error()}
 		if plan.CreateTopic != nil {
 			st.Partitions = 0
 		}
 	}
 	if res.groupErr != nil {
-		groupCond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, res.groupErr.Error()}
+		groupCond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, "the brokers refused spec.delivery (" + changesOf(plan.GroupConfigs, "group "+plan.GroupID) + "): " + res.groupErr.Error()}
 		if kafka.IsInvalidConfig(res.groupErr) {
-			validCond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, "the brokers refused the group configs: " + res.groupErr.Error()}
+			validCond = groupCond
 		}
 		effective = plan.EffectiveNow
 	}
@@ -342,6 +394,41 @@ func (r *ShareQueueReconciler) report(sq *kqv1.ShareQueue, plan *queuePlan, res 
 	}
 	st.Effective = &effective
 	st.Capacity = capacityOf(st.Partitions, effective.MaxInFlightPerPartition, plan.Bounds)
+
+	// Drift: Report leaves it and says so; Enforce corrects it (a non-empty plan on a queue
+	// that was already Ready at this generation is drift, not a spec change).
+	prevReady := findCondition(st.Conditions, kqv1.ConditionReady)
+	wasSettled := prevReady != nil && prevReady.Status == metav1.ConditionTrue && prevReady.ObservedGeneration == gen
+	prevDrift := findCondition(st.Conditions, kqv1.ConditionDriftDetected)
+	switch {
+	case len(plan.Drift) > 0:
+		msg := "driftPolicy Report, not corrected: " + strings.Join(plan.Drift, "; ")
+		if prevDrift == nil || prevDrift.Message != msg {
+			driftDetections.WithLabelValues("ShareQueue", "config").Inc()
+			r.event(sq, corev1.EventTypeWarning, kqv1.ReasonDriftDetected, "Reconcile", msg)
+		}
+		setCondition(&st.Conditions, kqv1.ConditionDriftDetected, condInput{metav1.ConditionTrue, kqv1.ReasonDriftDetected, msg}, gen)
+	case mode == kqv1.ReconcileActive && wasSettled && !plan.Empty() && res.topicErr == nil && res.groupErr == nil && res.transient == nil:
+		corrected := plan.Changes()
+		setCondition(&st.Conditions, kqv1.ConditionDriftDetected, condInput{metav1.ConditionFalse, kqv1.ReasonDriftCorrected,
+			"corrected drift: " + strings.Join(corrected, "; ")}, gen)
+		if len(plan.TopicConfigs) > 0 || plan.GrowPartitionsTo > 0 || plan.CreateTopic != nil {
+			driftCorrections.WithLabelValues("ShareQueue", "topic").Inc()
+		}
+		if len(plan.GroupConfigs) > 0 {
+			driftCorrections.WithLabelValues("ShareQueue", "group").Inc()
+		}
+		r.event(sq, corev1.EventTypeNormal, kqv1.ReasonDriftCorrected, "Reconcile", "corrected drift: "+strings.Join(corrected, "; "))
+	case prevDrift == nil || prevDrift.Reason == kqv1.ReasonDriftDetected:
+		setCondition(&st.Conditions, kqv1.ConditionDriftDetected, condInput{metav1.ConditionFalse, kqv1.ReasonNoDrift, "live configs match the spec"}, gen)
+	}
+	if mode == kqv1.ReconcileActive {
+		for _, cfg := range plan.Rejected {
+			if prevReady == nil || prevReady.Reason != kqv1.ReasonOutOfBrokerBounds || prevReady.ObservedGeneration != gen {
+				outOfBoundsRejections.WithLabelValues("ShareQueue", cfg).Inc()
+			}
+		}
+	}
 
 	setCondition(&st.Conditions, kqv1.ConditionTopicReady, topicCond, gen)
 	setCondition(&st.Conditions, kqv1.ConditionGroupConfigured, groupCond, gen)
@@ -383,6 +470,14 @@ func (r *ShareQueueReconciler) waiting(sq *kqv1.ShareQueue, reason, msg string) 
 		in.Status = metav1.ConditionUnknown
 	}
 	setCondition(&sq.Status.Conditions, kqv1.ConditionTopicReady, in, gen)
+	// Conditions that could not be re-evaluated at this generation say so, instead of
+	// repeating an older generation's verdict.
+	unknown := condInput{metav1.ConditionUnknown, reason, "not evaluated: " + msg}
+	for _, typ := range []string{kqv1.ConditionGroupConfigured, kqv1.ConditionConfigValid} {
+		if c := findCondition(sq.Status.Conditions, typ); c != nil && c.ObservedGeneration != gen {
+			setCondition(&sq.Status.Conditions, typ, unknown, gen)
+		}
+	}
 	setKstatus(&sq.Status.Conditions, condInput{metav1.ConditionFalse, reason, msg}, false, gen)
 }
 
@@ -426,6 +521,15 @@ func (r *ShareQueueReconciler) finalize(ctx context.Context, sq *kqv1.ShareQueue
 	if sq.Spec.DeletionPolicy != kqv1.DeletionPolicyDelete {
 		return release()
 	}
+	if sq.Spec.DeletionProtection {
+		original := sq.DeepCopy()
+		msg := fmt.Sprintf("deletionProtection is true: topic %s and group %s are kept and this ShareQueue stays until deletionProtection is set to false (removing the finalizer %s by hand also keeps them)", topicName, groupID, CleanupFinalizer)
+		setKstatus(&sq.Status.Conditions, condInput{metav1.ConditionFalse, kqv1.ReasonDeletionProtected, msg}, true, sq.Generation)
+		if prev := findCondition(original.Status.Conditions, kqv1.ConditionReady); prev == nil || prev.Reason != kqv1.ReasonDeletionProtected {
+			r.event(sq, corev1.EventTypeWarning, kqv1.ReasonDeletionProtected, "Delete", msg)
+		}
+		return ctrl.Result{}, r.patchStatus(ctx, original, sq)
+	}
 	var kc kqv1.KafkaCluster
 	if err := r.Get(ctx, types.NamespacedName{Namespace: sq.Namespace, Name: sq.Spec.ClusterRef.Name}, &kc); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -441,12 +545,29 @@ func (r *ShareQueueReconciler) finalize(ctx context.Context, sq *kqv1.ShareQueue
 	if err != nil {
 		return giveUp(fmt.Sprintf("cannot build a client for KafkaCluster %s: %v", kc.Name, err))
 	}
+	// Never delete what another ShareQueue on this cluster still names.
+	others, err := r.claimants(ctx, sq, &kc)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	topicShared, groupShared := "", ""
+	for _, c := range others {
+		who := c.queue.Namespace + "/" + c.queue.Name
+		if c.what == "topic "+topicName || topicNameOf(c.queue) == topicName {
+			topicShared = who
+		}
+		if groupIDOf(c.queue) == groupID {
+			groupShared = who
+		}
+	}
 	topics, err := cl.DescribeTopics(kctx, topicName)
 	if err != nil {
 		return giveUp(fmt.Sprintf("cannot reach KafkaCluster %s: %v", kc.Name, err))
 	}
 	t := topics[topicName]
 	switch {
+	case topicShared != "":
+		r.event(sq, corev1.EventTypeWarning, kqv1.ReasonConflict, "Delete", fmt.Sprintf("topic %s is also named by ShareQueue %s: not deleted", topicName, topicShared))
 	case t.Err != nil && kafka.IsNotFound(t.Err):
 	case t.Err != nil:
 		return giveUp(t.Err.Error())
@@ -462,6 +583,10 @@ func (r *ShareQueueReconciler) finalize(ctx context.Context, sq *kqv1.ShareQueue
 			return giveUp(fmt.Sprintf("deleting topic %s: %v", topicName, err))
 		}
 		r.event(sq, corev1.EventTypeNormal, "TopicDeleted", "Delete", fmt.Sprintf("deleted topic %s (deletionPolicy Delete)", topicName))
+	}
+	if groupShared != "" {
+		r.event(sq, corev1.EventTypeWarning, kqv1.ReasonConflict, "Delete", fmt.Sprintf("group %s is also named by ShareQueue %s: not deleted", groupID, groupShared))
+		return release()
 	}
 	if err := r.deleteGroup(kctx, cl, groupID); err != nil {
 		return giveUp(err.Error())
@@ -527,14 +652,25 @@ func (r *ShareQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.KafkaTimeout == 0 {
 		r.KafkaTimeout = 30 * time.Second
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &kqv1.ShareQueue{}, clusterRefIndex, func(o client.Object) []string {
-		return []string{o.(*kqv1.ShareQueue).Spec.ClusterRef.Name}
-	}); err != nil {
-		return err
+	indexes := map[string]func(*kqv1.ShareQueue) string{
+		clusterRefIndex: func(sq *kqv1.ShareQueue) string { return sq.Spec.ClusterRef.Name },
+		topicNameIndex:  topicNameOf,
+		groupIDIndex:    groupIDOf,
+	}
+	for name, fn := range indexes {
+		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &kqv1.ShareQueue{}, name, func(o client.Object) []string {
+			return []string{fn(o.(*kqv1.ShareQueue))}
+		}); err != nil {
+			return err
+		}
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&kqv1.ShareQueue{}, builderWithGenerationOrAnnotationChange()).
 		Watches(&kqv1.KafkaCluster{}, handler.EnqueueRequestsFromMapFunc(r.queuesOfCluster)).
+		Watches(&kqv1.ShareQueue{}, handler.EnqueueRequestsFromMapFunc(r.sharersOf), builder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(event.CreateEvent) bool { return false }, GenericFunc: func(event.GenericEvent) bool { return false },
+			DeleteFunc: func(event.DeleteEvent) bool { return true }, UpdateFunc: deletedOrFinalizing(),
+		})).
 		WithOptions(controller.Options{
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, 2*time.Minute),
 		}).

@@ -70,15 +70,18 @@ func TestShareQueueCreatesTopicAndGroupConfigs(t *testing.T) {
 	}
 	got := r.waitQueue(t, sq, kqv1.ConditionReady, metav1.ConditionTrue)
 
-	// Read Kafka back with a client of our own.
-	topics, err := r.admin.DescribeTopics(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	live := topics[topic]
-	if live.Err != nil || live.Partitions != 3 || live.ID != got.Status.TopicID {
-		t.Fatalf("topic %s in Kafka: %+v; status topicId %q", topic, live, got.Status.TopicID)
-	}
+	// Read Kafka back with a client of our own (polling: a broker's metadata image follows
+	// the controller's commit by a moment).
+	eventually(t, 10*time.Second, func() string {
+		topics, err := r.admin.DescribeTopics(ctx, topic)
+		if err != nil {
+			return err.Error()
+		}
+		if live := topics[topic]; live.Err != nil || live.Partitions != 3 || live.ID != got.Status.TopicID {
+			return fmt.Sprintf("topic %s in Kafka: %+v; status topicId %q", topic, live, got.Status.TopicID)
+		}
+		return ""
+	})
 	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: "orders"}
 	topicKey := kafka.ResourceKey{Type: kafka.TopicResource, Name: topic}
 	// The broker serves DescribeConfigs from its metadata image, which follows the

@@ -60,14 +60,24 @@ type queuePlan struct {
 	GroupConfigs []kafka.AlterConfig
 
 	// Blocked is set when the topic must not be touched at all (conflict, id change, waiting
-	// for adoption); the conditions say why.
+	// for adoption); the conditions say why. A blocked plan never pins the topic id.
 	Blocked bool
+	// RecreatesTopicID is the pinned id of a topic that was deleted outside the operator and
+	// is being created again (reported, not silent).
+	RecreatesTopicID string
+	// AdoptCreated is set when an existing topic is recognised as the one this resource
+	// started creating (status.topicCreationStarted).
+	AdoptCreated bool
+	// ManagedTopicConfigs are the topic configs this resource manages after the plan.
+	ManagedTopicConfigs []string
 
 	TopicReady  condInput
 	GroupConfig condInput
 	ConfigValid condInput
 	// Drift lists live values that differ from the spec under driftPolicy Report.
 	Drift []string
+	// Rejected lists the group configs not written because they are out of bounds (Reject).
+	Rejected []string
 
 	// Effective is the delivery configuration once the plan is applied; EffectiveNow is the
 	// one in force before (used when applying the group configs fails).
@@ -308,6 +318,10 @@ func planQueue(sq *kqv1.ShareQueue, obs queueObservation) queuePlan {
 	if adoption == "" {
 		adoption = kqv1.AdoptionPolicyAdoptOrCreate
 	}
+	ignored := map[string]bool{}
+	for _, k := range spec.DriftIgnore {
+		ignored[strings.TrimSpace(k)] = true
+	}
 	wantPartitions := spec.Topic.Partitions
 	if wantPartitions < 1 {
 		wantPartitions = 1
@@ -326,6 +340,7 @@ func planQueue(sq *kqv1.ShareQueue, obs queueObservation) queuePlan {
 			rf = int16(*spec.Topic.ReplicationFactor)
 		}
 		p.CreateTopic = &kafka.NewTopic{Name: p.TopicName, Partitions: wantPartitions, ReplicationFactor: rf, Configs: normalisedConfigs(spec.Topic.Config)}
+		p.RecreatesTopicID = sq.Status.TopicID
 		p.Partitions = wantPartitions
 		p.TopicReady = condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("topic %s has %d partitions", p.TopicName, wantPartitions)}
 	case sq.Status.TopicID != "" && obs.Topic.ID != "" && obs.Topic.ID != sq.Status.TopicID:
@@ -333,6 +348,12 @@ func planQueue(sq *kqv1.ShareQueue, obs queueObservation) queuePlan {
 		p.Partitions = obs.Topic.Partitions
 		p.TopicReady = condInput{metav1.ConditionFalse, kqv1.ReasonTopicIDChanged,
 			fmt.Sprintf("topic %s now has id %s but this ShareQueue pinned id %s: it was deleted and recreated outside the operator; nothing is written until an operator checks it", p.TopicName, obs.Topic.ID, sq.Status.TopicID)}
+	case adoption == kqv1.AdoptionPolicyCreate && sq.Status.TopicID == "" && sq.Status.TopicCreationStarted != nil:
+		// Our own CreateTopics whose result was never recorded (manager stopped, response
+		// lost): the topic is ours.
+		p.Partitions = obs.Topic.Partitions
+		p.AdoptCreated = true
+		p.TopicReady = condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("topic %s has %d partitions", p.TopicName, p.Partitions)}
 	case adoption == kqv1.AdoptionPolicyCreate && sq.Status.TopicID == "":
 		p.Blocked = true
 		p.Partitions = obs.Topic.Partitions
@@ -360,7 +381,7 @@ func planQueue(sq *kqv1.ShareQueue, obs queueObservation) queuePlan {
 				p.TopicName, obs.Topic.ReplicationFactor, *rf))
 		}
 		if drift != kqv1.DriftPolicyIgnore {
-			changes := diffTopicConfigs(spec.Topic.Config, obs.TopicConfigs)
+			changes := diffTopicConfigs(spec.Topic.Config, obs.TopicConfigs, ignored, managedSet(sq.Status.ManagedTopicConfigs))
 			if drift == kqv1.DriftPolicyEnforce {
 				p.TopicConfigs = changes
 			} else {
@@ -369,7 +390,15 @@ func planQueue(sq *kqv1.ShareQueue, obs queueObservation) queuePlan {
 				}
 			}
 		}
+		brokers := obs.Cluster.BrokerCount
 		if len(problems) > 0 {
+			// Nothing is written to a topic whose shape disagrees with the spec.
+			p.TopicConfigs, p.GrowPartitionsTo = nil, 0
+		}
+		if ur := obs.Topic.UnderReplicated(); len(problems) == 0 && (ur > 0 || (brokers > 0 && obs.Topic.ReplicationFactor > brokers)) {
+			p.TopicReady = condInput{metav1.ConditionFalse, kqv1.ReasonTopicUnderReplicated,
+				fmt.Sprintf("topic %s has replication factor %d with %d under-replicated partition(s); the cluster has %d live broker(s)", p.TopicName, obs.Topic.ReplicationFactor, ur, brokers)}
+		} else if len(problems) > 0 {
 			p.TopicReady = condInput{metav1.ConditionFalse, reason, strings.Join(problems, "; ")}
 		} else {
 			p.TopicReady = condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("topic %s has %d partitions", p.TopicName, p.Partitions)}
@@ -405,6 +434,8 @@ func planQueue(sq *kqv1.ShareQueue, obs queueObservation) queuePlan {
 			if declared && now.Value == "" {
 				after = &kqv1.EffectiveValue{Config: s.Config, Source: kqv1.SourceUnsupported}
 			}
+		case declared && ignored[s.Config] && liveKnown && live.IsOverride():
+			// driftIgnore: the live override stands, whatever it is.
 		case declared:
 			write, source := want, kqv1.SourceGroupOverride
 			if n, err := strconv.ParseInt(want, 10, 64); err == nil && s.Kind != kindString && s.Kind != kindBool {
@@ -419,6 +450,7 @@ func planQueue(sq *kqv1.ShareQueue, obs queueObservation) queuePlan {
 						write, source = strconv.FormatInt(c, 10), kqv1.SourceClamped
 					} else {
 						invalid = append(invalid, fmt.Sprintf("%s %s is %s %s", s.Field, specValue(s, want), rel, boundText(s, side, bv)))
+						p.Rejected = append(p.Rejected, s.Config)
 						write = ""
 					}
 				}
@@ -437,7 +469,7 @@ func planQueue(sq *kqv1.ShareQueue, obs queueObservation) queuePlan {
 					after = now
 				}
 			}
-		case liveKnown && live.IsOverride():
+		case liveKnown && live.IsOverride() && !ignored[s.Config]:
 			// Not declared: the broker default should apply.
 			switch drift {
 			case kqv1.DriftPolicyEnforce:
@@ -479,14 +511,15 @@ func planQueue(sq *kqv1.ShareQueue, obs queueObservation) queuePlan {
 			fmt.Sprintf("share groups are disabled on this cluster (share.version=%d); group configs are written once share.version >= 1 is finalized", obs.Cluster.ShareVersion)}
 	case obs.GroupConfigs == nil:
 		p.GroupConfig = condInput{metav1.ConditionUnknown, kqv1.ReasonKafkaUnavailable, "group configs could not be read"}
-	case len(p.Drift) > 0:
-		p.GroupConfig = condInput{metav1.ConditionFalse, kqv1.ReasonDriftDetected, "driftPolicy Report: " + strings.Join(p.Drift, "; ")}
 	default:
 		p.GroupConfig = condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("share group %s configured", p.GroupID)}
 	}
 
 	if p.Blocked {
 		p.CreateTopic, p.GrowPartitionsTo, p.TopicConfigs = nil, 0, nil
+		p.ManagedTopicConfigs = sq.Status.ManagedTopicConfigs
+	} else {
+		p.ManagedTopicConfigs = sortedKeys(normalisedConfigs(spec.Topic.Config))
 	}
 	p.Bounds = bounds
 	p.Capacity = capacityOf(p.Partitions, p.Effective.MaxInFlightPerPartition, bounds)
@@ -535,6 +568,10 @@ func capacityOf(partitions int32, maxLocks *kqv1.EffectiveValue, bounds kqv1.Sha
 // list commas, boolean case.
 func normaliseValue(v string) string {
 	v = strings.TrimSpace(v)
+	// Kafka stores integers in canonical form ("+0100" is written back as "100").
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return strconv.FormatInt(n, 10)
+	}
 	if strings.Contains(v, ",") {
 		parts := strings.Split(v, ",")
 		for i := range parts {
@@ -560,10 +597,11 @@ func normalisedConfigs(m map[string]string) map[string]string {
 }
 
 // diffTopicConfigs returns the incremental changes that make the topic's dynamic configs equal
-// the spec: set what differs, delete overrides the spec does not declare (the spec is the
-// truth), never touching reassignment throttles. Values are compared normalised against the
+// the spec: set what differs, delete overrides this resource set earlier (managed) and the
+// spec no longer declares; overrides set by others (on an adopted topic) and reassignment
+// throttles are never touched. Values are compared normalised against the
 // broker's effective config, so a value equal to the default is not rewritten.
-func diffTopicConfigs(want map[string]string, live map[string]kafka.ConfigEntry) []kafka.AlterConfig {
+func diffTopicConfigs(want map[string]string, live map[string]kafka.ConfigEntry, ignored, managed map[string]bool) []kafka.AlterConfig {
 	want = normalisedConfigs(want)
 	var out []kafka.AlterConfig
 	keys := make([]string, 0, len(want))
@@ -573,14 +611,14 @@ func diffTopicConfigs(want map[string]string, live map[string]kafka.ConfigEntry)
 	sort.Strings(keys)
 	for _, k := range keys {
 		cur, ok := live[k]
-		if ok && normaliseValue(cur.Value) == want[k] {
+		if ok && (normaliseValue(cur.Value) == want[k] || (ignored[k] && cur.IsOverride())) {
 			continue
 		}
 		out = append(out, kafka.AlterConfig{Name: k, Op: kafka.OpSet, Value: want[k]})
 	}
 	var extra []string
 	for k, e := range live {
-		if _, declared := want[k]; declared || !e.IsOverride() || driftExemptTopicConfigs[k] {
+		if _, declared := want[k]; declared || !e.IsOverride() || driftExemptTopicConfigs[k] || ignored[k] || !managed[k] {
 			continue
 		}
 		extra = append(extra, k)
@@ -589,5 +627,25 @@ func diffTopicConfigs(want map[string]string, live map[string]kafka.ConfigEntry)
 	for _, k := range extra {
 		out = append(out, kafka.AlterConfig{Name: k, Op: kafka.OpDelete})
 	}
+	return out
+}
+
+func managedSet(keys []string) map[string]bool {
+	m := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		m[k] = true
+	}
+	return m
+}
+
+func sortedKeys(m map[string]string) []string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
 	return out
 }

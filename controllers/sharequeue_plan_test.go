@@ -135,6 +135,15 @@ func TestPlanTopicDecisions(t *testing.T) {
 			sq.Spec.AdoptionPolicy = kqv1.AdoptionPolicyCreate
 			sq.Status.TopicID = "A"
 		}), topic: liveTopic(3, 1, "A"), wantReason: kqv1.ReasonReady},
+		// Regression: a Create-policy queue blocked on a foreign topic pinned its id, then took
+		// the topic over on the next pass (and deleted it on CR deletion).
+		{name: "create stays blocked on a foreign topic across passes", sq: queue(func(sq *kqv1.ShareQueue) {
+			sq.Spec.AdoptionPolicy = kqv1.AdoptionPolicyCreate
+		}), topic: liveTopic(3, 1, "FOREIGN"), cfg: map[string]kafka.ConfigEntry{"cleanup.policy": topicOverride("compact")}, wantReason: kqv1.ReasonTopicExists},
+		{name: "create recognises its own interrupted creation", sq: queue(func(sq *kqv1.ShareQueue) {
+			sq.Spec.AdoptionPolicy = kqv1.AdoptionPolicyCreate
+			sq.Status.TopicCreationStarted = &metav1.Time{Time: time.Unix(1, 0)}
+		}), topic: liveTopic(3, 1, "MINE"), wantReason: kqv1.ReasonReady},
 		{name: "recreated topic is reported, not adopted", sq: queue(func(sq *kqv1.ShareQueue) { sq.Status.TopicID = "OLD" }), topic: liveTopic(1, 1, "NEW"), wantReason: kqv1.ReasonTopicIDChanged},
 		{name: "deleted topic is recreated", sq: queue(func(sq *kqv1.ShareQueue) { sq.Status.TopicID = "OLD" }), topic: missingTopic(), wantReason: kqv1.ReasonReady, wantCreate: true},
 		{name: "equal normalised config writes nothing", sq: queue(func(sq *kqv1.ShareQueue) {
@@ -143,11 +152,26 @@ func TestPlanTopicDecisions(t *testing.T) {
 		{name: "declared value equal to the broker default writes nothing", sq: queue(func(sq *kqv1.ShareQueue) {
 			sq.Spec.Topic.Config = kqv1.TopicConfigs{"cleanup.policy": "delete"}
 		}), topic: liveTopic(3, 1, "A"), cfg: map[string]kafka.ConfigEntry{"cleanup.policy": {Value: "delete", Source: kmsg.ConfigSourceDefaultConfig}}, wantReason: kqv1.ReasonReady},
-		{name: "config drift is corrected, undeclared overrides removed, throttles kept", sq: queue(func(sq *kqv1.ShareQueue) {
+		{name: "adopted topic keeps overrides it did not set", sq: queue(func(sq *kqv1.ShareQueue) {
 			sq.Spec.Topic.Config = kqv1.TopicConfigs{"retention.ms": "1000"}
+		}), topic: liveTopic(3, 1, "A"), cfg: map[string]kafka.ConfigEntry{
+			"retention.ms": topicOverride("1000"), "cleanup.policy": topicOverride("compact"),
+		}, wantReason: kqv1.ReasonReady},
+		{name: "canonical integers compare equal", sq: queue(func(sq *kqv1.ShareQueue) {
+			sq.Spec.Topic.Config = kqv1.TopicConfigs{"max.message.bytes": "01048588", "retention.ms": "+1000000"}
+		}), topic: liveTopic(3, 1, "A"), cfg: map[string]kafka.ConfigEntry{
+			"max.message.bytes": topicOverride("1048588"), "retention.ms": topicOverride("1000000"),
+		}, wantReason: kqv1.ReasonReady},
+		{name: "no topic writes while the topic shape disagrees", sq: queue(func(sq *kqv1.ShareQueue) {
+			sq.Spec.Topic.Config = kqv1.TopicConfigs{"retention.ms": "1000"}
+		}), topic: liveTopic(5, 1, "A"), cfg: map[string]kafka.ConfigEntry{"retention.ms": topicOverride("2000")}, wantReason: kqv1.ReasonPartitionCountMismatch},
+		{name: "config drift is corrected, dropped managed overrides removed, others and throttles kept", sq: queue(func(sq *kqv1.ShareQueue) {
+			sq.Spec.Topic.Config = kqv1.TopicConfigs{"retention.ms": "1000"}
+			sq.Status.ManagedTopicConfigs = []string{"max.message.bytes", "retention.ms"}
 		}), topic: liveTopic(3, 1, "A"), cfg: map[string]kafka.ConfigEntry{
 			"retention.ms": topicOverride("2000"), "max.message.bytes": topicOverride("100"),
 			"leader.replication.throttled.replicas": topicOverride("0:1"), "segment.ms": {Value: "1", Source: kmsg.ConfigSourceDefaultConfig},
+			"cleanup.policy": topicOverride("compact"),
 		}, wantReason: kqv1.ReasonReady, wantAlter: []kafka.AlterConfig{
 			{Name: "retention.ms", Op: kafka.OpSet, Value: "1000"}, {Name: "max.message.bytes", Op: kafka.OpDelete},
 		}},
@@ -277,7 +301,7 @@ func TestPlanGroupDrift(t *testing.T) {
 		t.Errorf("Enforce (-want +got):\n%s", d)
 	}
 	report := planQueue(spec(kqv1.DriftPolicyReport), obs)
-	if len(report.GroupConfigs) != 0 || len(report.Drift) != 2 || report.GroupConfig.Reason != kqv1.ReasonDriftDetected {
+	if len(report.GroupConfigs) != 0 || len(report.Drift) != 2 || report.GroupConfig.Status != metav1.ConditionTrue {
 		t.Errorf("Report: writes %v drift %v cond %+v", report.GroupConfigs, report.Drift, report.GroupConfig)
 	}
 	ignore := planQueue(spec(kqv1.DriftPolicyIgnore), obs)
@@ -398,3 +422,41 @@ func FuzzPlanQueue(f *testing.F) {
 }
 
 func fmtSscan(s string, v *int64) (int, error) { return fmt.Sscan(s, v) }
+
+func TestPlanDriftIgnoreList(t *testing.T) {
+	group := defaultGroupConfigs()
+	group["share.record.lock.duration.ms"] = override("20000")
+	group["share.isolation.level"] = override("read_committed")
+	sq := queue(func(sq *kqv1.ShareQueue) {
+		sq.Spec.Delivery.LockDuration = &metav1.Duration{Duration: 25 * time.Second}
+		sq.Spec.Topic.Config = kqv1.TopicConfigs{"retention.ms": "1000"}
+		sq.Spec.DriftIgnore = []string{"share.record.lock.duration.ms", "share.isolation.level", "retention.ms", "segment.bytes"}
+	})
+	topicCfg := map[string]kafka.ConfigEntry{"retention.ms": topicOverride("5000"), "segment.bytes": topicOverride("1048576")}
+	p := planQueue(sq, obsWith(liveTopic(3, 1, "A"), topicCfg, group, bounds43()))
+	if !p.Empty() || len(p.Drift) != 0 {
+		t.Errorf("ignored keys still planned: %v drift %v", p.Changes(), p.Drift)
+	}
+	if e := p.Effective.LockDuration; e.Value != "20s" || e.Source != kqv1.SourceGroupOverride {
+		t.Errorf("effective lock %+v, want the live 20s override", e)
+	}
+	// An ignored key that is not set yet is still written once.
+	delete(group, "share.record.lock.duration.ms")
+	group["share.record.lock.duration.ms"] = kafka.ConfigEntry{Value: "30000", Source: kmsg.ConfigSourceDefaultConfig}
+	p = planQueue(sq, obsWith(liveTopic(3, 1, "A"), topicCfg, group, bounds43()))
+	want := []kafka.AlterConfig{{Name: "share.record.lock.duration.ms", Op: kafka.OpSet, Value: "25000"}}
+	if d := cmp.Diff(want, p.GroupConfigs); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+}
+
+func TestPlanUnderReplicatedTopic(t *testing.T) {
+	topic := kafka.Topic{Name: "q", ID: "A", Partitions: 2, ReplicationFactor: 3,
+		Replicas: map[int32][]int32{0: {1, 2, 3}, 1: {2, 3, 1}}, ISR: map[int32][]int32{0: {1, 2}, 1: {2, 1}}}
+	obs := obsWith(topic, nil, defaultGroupConfigs(), bounds43())
+	obs.Cluster.BrokerCount = 2
+	p := planQueue(queue(func(sq *kqv1.ShareQueue) { sq.Spec.Topic.Partitions = 2 }), obs)
+	if p.TopicReady.Reason != kqv1.ReasonTopicUnderReplicated || !strings.Contains(p.TopicReady.Message, "2 under-replicated partition(s); the cluster has 2 live broker(s)") {
+		t.Errorf("TopicReady %+v", p.TopicReady)
+	}
+}

@@ -11,6 +11,9 @@ const (
 	ReasonPlanned = "Planned"
 	// ReasonPaused: reconcile mode Paused; nothing is read or written.
 	ReasonPaused = "Paused"
+	// ReasonInvalidReconcileMode: the kafkaqueues.io/reconcile annotation has an unknown value;
+	// nothing is read or written until it is fixed.
+	ReasonInvalidReconcileMode = "InvalidReconcileMode"
 	// ReasonObserveOnly: reconcile mode ObserveOnly; status is kept, nothing is written.
 	ReasonObserveOnly = "ObserveOnly"
 
@@ -21,6 +24,9 @@ const (
 	ReasonConnectionFailed = "ConnectionFailed"
 	// ReasonSecretNotFound: a Secret the KafkaCluster references is missing or lacks a key.
 	ReasonSecretNotFound = "SecretNotFound"
+	// ReasonSecretInvalid: a referenced Secret exists but its content is unusable (not PEM,
+	// key pair mismatch).
+	ReasonSecretInvalid = "SecretInvalid"
 	// ReasonShareGroupsEnabled: share.version >= 1 is finalized.
 	ReasonShareGroupsEnabled = "ShareGroupsEnabled"
 	// ReasonShareGroupsDisabled: share.version is 0; share groups do not work until it is
@@ -81,6 +87,19 @@ const (
 	// ReasonUnsupportedByCluster: a field maps to a group config the brokers do not report
 	// (for example share.delivery.count.limit before Kafka 4.3).
 	ReasonUnsupportedByCluster = "UnsupportedByCluster"
+	// ReasonConflict: another resource already owns the topic or the group on this cluster.
+	ReasonConflict = "Conflict"
+	// ReasonNoConflict: this resource owns its topic and group.
+	ReasonNoConflict = "NoConflict"
+	// ReasonDeletionProtected: deletionProtection holds the Kafka resources and the finalizer.
+	ReasonDeletionProtected = "DeletionProtected"
+	// ReasonTopicUnderReplicated: some partitions have fewer in-sync replicas than replicas,
+	// or the topic's replication factor exceeds the live brokers.
+	ReasonTopicUnderReplicated = "TopicUnderReplicated"
+	// ReasonNoDrift: live configs match the spec.
+	ReasonNoDrift = "NoDrift"
+	// ReasonDriftCorrected: live configs had drifted and were written back (Enforce).
+	ReasonDriftCorrected = "DriftCorrected"
 	// ReasonDeleting: the resource is being deleted.
 	ReasonDeleting = "Deleting"
 )

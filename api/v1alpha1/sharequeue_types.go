@@ -15,6 +15,9 @@ const (
 	ConditionConfigValid = "ConfigValid"
 	// ConditionConflict is True when another resource already owns the topic or group.
 	ConditionConflict = "Conflict"
+	// ConditionDriftDetected is True when live Kafka configs differ from the spec and were
+	// not corrected (driftPolicy Report).
+	ConditionDriftDetected = "DriftDetected"
 )
 
 // BoundsPolicy says what happens to a delivery value outside the brokers' min/max bounds.
@@ -76,13 +79,14 @@ type QueueTopicSpec struct {
 	// +kubebuilder:validation:MaxLength=249
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9._-]+$`
 	// +kubebuilder:validation:XValidation:rule="self != '.' && self != '..'",message="topic.name must not be '.' or '..'"
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('__')",message="topic.name must not start with '__' (reserved for Kafka's internal topics)"
 	Name string `json:"name,omitempty"`
-	// partitions is the partition count. Default 1. It can only grow (Kafka cannot remove
-	// partitions).
+	// partitions is the partition count. Default 1, at most 10000 (the brokers refuse more
+	// in one request). It can only grow (Kafka cannot remove partitions).
 	// +optional
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=100000
+	// +kubebuilder:validation:Maximum=10000
 	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",message="topic.partitions can only grow"
 	Partitions int32 `json:"partitions,omitempty"`
 	// replicationFactor is the number of replicas per partition. Absent: the brokers'
@@ -169,6 +173,7 @@ type ShareQueueSpec struct {
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^\S(.*\S)?$`
 	GroupID string `json:"groupId,omitempty"`
 	// delivery holds the share-group configs. Absent fields use the broker's defaults.
 	// +optional
@@ -193,6 +198,17 @@ type ShareQueueSpec struct {
 	// +optional
 	// +kubebuilder:default=Enforce
 	DriftPolicy DriftPolicy `json:"driftPolicy,omitempty"`
+	// driftIgnore lists topic or group config names (for example retention.ms or
+	// share.isolation.level) whose live values are never compared or corrected.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=set
+	DriftIgnore []string `json:"driftIgnore,omitempty"`
+	// deletionProtection, while true, keeps the topic and group in Kafka when the ShareQueue is
+	// deleted with deletionPolicy Delete: the ShareQueue waits in Terminating until it is set
+	// back to false. Default false.
+	// +optional
+	DeletionProtection bool `json:"deletionProtection,omitempty"`
 }
 
 // ValueSource says where an effective value comes from.
@@ -295,6 +311,16 @@ type ShareQueueStatus struct {
 	// topicCreated is true when this resource created the topic (rather than adopting it).
 	// +optional
 	TopicCreated bool `json:"topicCreated,omitempty"`
+	// topicCreationStarted is set just before the operator sends CreateTopics, so a topic it
+	// created is recognised as its own even if the manager stopped before recording the id.
+	// +optional
+	TopicCreationStarted *metav1.Time `json:"topicCreationStarted,omitempty"`
+	// managedTopicConfigs are the topic config names this resource has set. Only these are
+	// removed when dropped from spec.topic.config; overrides set by others on an adopted
+	// topic are left alone.
+	// +optional
+	// +listType=atomic
+	ManagedTopicConfigs []string `json:"managedTopicConfigs,omitempty"`
 	// effective are the delivery settings as the brokers apply them.
 	// +optional
 	Effective *EffectiveDelivery `json:"effective,omitempty"`

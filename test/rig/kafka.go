@@ -92,9 +92,19 @@ func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
 		}
 		k.Options.Dir, k.ownDir = d, true
 	}
-	var id [16]byte
-	_, _ = rand.Read(id[:])
-	k.ClusterID = base64.RawURLEncoding.EncodeToString(id[:])
+	ok := false
+	defer func() {
+		if !ok {
+			k.Stop() // stops what started and removes a dir the rig made
+		}
+	}()
+	// A random cluster id (Kafka's Uuid form). One starting with '-' would be read by the
+	// storage tool as an option, so draw again.
+	for k.ClusterID == "" || k.ClusterID[0] == '-' || k.ClusterID[0] == '_' {
+		var id [16]byte
+		_, _ = rand.Read(id[:])
+		k.ClusterID = base64.RawURLEncoding.EncodeToString(id[:])
+	}
 
 	ports, err := freePorts(2 * opts.Brokers)
 	if err != nil {
@@ -163,14 +173,13 @@ func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
 	}
 	for _, n := range k.Nodes {
 		if err := k.startNode(n); err != nil {
-			k.Stop()
 			return nil, err
 		}
 	}
 	if err := k.WaitBrokers(ctx, opts.Brokers, 90*time.Second); err != nil {
-		k.Stop()
 		return nil, err
 	}
+	ok = true
 	opts.Log("kafka %s: %d broker(s) up at %s (cluster %s, dir %s)", opts.Version, opts.Brokers, k.Bootstrap(), k.ClusterID, k.Options.Dir)
 	return k, nil
 }

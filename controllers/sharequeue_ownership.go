@@ -1,0 +1,124 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+)
+
+// Indexes of ShareQueues by the Kafka names they resolve to (defaults applied).
+const (
+	topicNameIndex = "kafka.topicName"
+	groupIDIndex   = "kafka.groupId"
+)
+
+// claimant is another ShareQueue that names the same topic or group.
+type claimant struct {
+	queue *kqv1.ShareQueue
+	what  string // "topic X" or "group Y"
+}
+
+// sameCluster reports whether two ShareQueues' clusters are the same Kafka cluster: the same
+// KafkaCluster object, or KafkaClusters whose probes reported the same cluster id.
+func (r *ShareQueueReconciler) sameCluster(ctx context.Context, a *kqv1.ShareQueue, aCluster *kqv1.KafkaCluster, b *kqv1.ShareQueue) bool {
+	if a.Namespace == b.Namespace && a.Spec.ClusterRef.Name == b.Spec.ClusterRef.Name {
+		return true
+	}
+	if aCluster == nil || aCluster.Status.ClusterID == "" {
+		return false
+	}
+	var bc kqv1.KafkaCluster
+	if err := r.Get(ctx, types.NamespacedName{Namespace: b.Namespace, Name: b.Spec.ClusterRef.Name}, &bc); err != nil {
+		return false
+	}
+	return bc.Status.ClusterID == aCluster.Status.ClusterID
+}
+
+// claimants lists the other live ShareQueues on the same Kafka cluster that name sq's topic
+// or group.
+func (r *ShareQueueReconciler) claimants(ctx context.Context, sq *kqv1.ShareQueue, kc *kqv1.KafkaCluster) ([]claimant, error) {
+	var out []claimant
+	seen := map[types.UID]bool{}
+	for _, q := range []struct{ index, value, what string }{
+		{topicNameIndex, topicNameOf(sq), "topic " + topicNameOf(sq)},
+		{groupIDIndex, groupIDOf(sq), "group " + groupIDOf(sq)},
+	} {
+		var list kqv1.ShareQueueList
+		if err := r.List(ctx, &list, client.MatchingFields{q.index: q.value}); err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			o := &list.Items[i]
+			if o.UID == sq.UID || seen[o.UID] || !o.DeletionTimestamp.IsZero() {
+				continue
+			}
+			if r.sameCluster(ctx, sq, kc, o) {
+				seen[o.UID] = true
+				out = append(out, claimant{queue: o, what: q.what})
+			}
+		}
+	}
+	return out, nil
+}
+
+// ownerOf picks the owner among sq and its claimants: the oldest by creationTimestamp, ties
+// broken by namespace/name, so every reconciler agrees without coordination. It returns nil
+// when sq itself owns everything it names.
+func ownerOf(sq *kqv1.ShareQueue, others []claimant) *claimant {
+	if len(others) == 0 {
+		return nil
+	}
+	sort.Slice(others, func(i, j int) bool { return older(others[i].queue, others[j].queue) })
+	if older(others[0].queue, sq) {
+		return &others[0]
+	}
+	return nil
+}
+
+func older(a, b *kqv1.ShareQueue) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+}
+
+func conflictMessage(c *claimant) string {
+	return fmt.Sprintf("%s on this Kafka cluster is already owned by ShareQueue %s/%s; this ShareQueue makes no Kafka change until that one is deleted or this one names another topic and group",
+		c.what, c.queue.Namespace, c.queue.Name)
+}
+
+// sharersOf re-queues the ShareQueues that name the same topic or group as a deleted one, so
+// a queue waiting in Conflict takes over when the owner goes.
+func (r *ShareQueueReconciler) sharersOf(ctx context.Context, o client.Object) []reconcile.Request {
+	sq, ok := o.(*kqv1.ShareQueue)
+	if !ok {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, q := range []struct{ index, value string }{{topicNameIndex, topicNameOf(sq)}, {groupIDIndex, groupIDOf(sq)}} {
+		var list kqv1.ShareQueueList
+		if err := r.List(ctx, &list, client.MatchingFields{q.index: q.value}); err != nil {
+			continue
+		}
+		for _, other := range list.Items {
+			if other.UID != sq.UID {
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: other.Namespace, Name: other.Name}})
+			}
+		}
+	}
+	return reqs
+}
+
+// deletedOrFinalizing passes deletions and the start of a deletion (deletionTimestamp set).
+func deletedOrFinalizing() func(event.TypedUpdateEvent[client.Object]) bool {
+	return func(e event.TypedUpdateEvent[client.Object]) bool {
+		return e.ObjectOld.GetDeletionTimestamp().IsZero() && !e.ObjectNew.GetDeletionTimestamp().IsZero()
+	}
+}
