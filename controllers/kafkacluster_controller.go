@@ -36,6 +36,8 @@ type KafkaClusterReconciler struct {
 	ProbeInterval time.Duration
 	// KafkaTimeout bounds the Kafka requests of one reconcile.
 	KafkaTimeout time.Duration
+	// Concurrency is the number of parallel reconciles (MaxConcurrentReconciles).
+	Concurrency int
 }
 
 // +kubebuilder:rbac:groups=kafkaqueues.io,resources=kafkaclusters,verbs=get;list;watch
@@ -250,10 +252,14 @@ func (r *KafkaClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.KafkaTimeout == 0 {
 		r.KafkaTimeout = 30 * time.Second
 	}
+	if r.Concurrency <= 0 {
+		r.Concurrency = 4
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&kqv1.KafkaCluster{}, builderWithGenerationOrAnnotationChange()).
 		WithOptions(controller.Options{
-			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, 2*time.Minute),
+			MaxConcurrentReconciles: r.Concurrency,
+			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, 2*time.Minute),
 		}).
 		Named("kafkacluster").
 		Complete(r)

@@ -45,6 +45,8 @@ func (r *testRig) createCluster(t *testing.T, ns, name string, k *rig.Kafka, mut
 	if err := r.k8s.Create(ctxFor(t), kc); err != nil {
 		t.Fatal(err)
 	}
+	// The test's brokers stop at its end: remove the cluster object with them.
+	t.Cleanup(func() { _ = r.k8s.Delete(context.Background(), kc) })
 	return r.waitCluster(t, kc, check)
 }
 

@@ -17,6 +17,11 @@ type Options struct {
 	ResyncInterval time.Duration
 	// KafkaTimeout bounds the Kafka requests of one reconcile.
 	KafkaTimeout time.Duration
+	// ClusterConcurrency is how many KafkaClusters are probed at once (an unreachable cluster
+	// must not hold up the others); default 4.
+	ClusterConcurrency int
+	// QueueConcurrency is how many ShareQueues are reconciled at once; default 8.
+	QueueConcurrency int
 }
 
 // SetupAll registers every reconciler with the manager, sharing one Kafka client pool (one
@@ -25,12 +30,12 @@ func SetupAll(mgr ctrl.Manager, pool *kafka.Pool, opts Options) error {
 	recorder := mgr.GetEventRecorder("kafka-queue-operator")
 	if err := (&KafkaClusterReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder,
-		ProbeInterval: opts.ProbeInterval, KafkaTimeout: opts.KafkaTimeout,
+		ProbeInterval: opts.ProbeInterval, KafkaTimeout: opts.KafkaTimeout, Concurrency: opts.ClusterConcurrency,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return (&ShareQueueReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder,
-		ResyncInterval: opts.ResyncInterval, KafkaTimeout: opts.KafkaTimeout,
+		ResyncInterval: opts.ResyncInterval, KafkaTimeout: opts.KafkaTimeout, Concurrency: opts.QueueConcurrency,
 	}).SetupWithManager(mgr)
 }

@@ -52,6 +52,8 @@ type ShareQueueReconciler struct {
 	// ResyncInterval is how often a queue is re-checked against Kafka (drift, group state).
 	ResyncInterval time.Duration
 	KafkaTimeout   time.Duration
+	// Concurrency is the number of parallel reconciles (MaxConcurrentReconciles).
+	Concurrency int
 }
 
 // +kubebuilder:rbac:groups=kafkaqueues.io,resources=sharequeues,verbs=get;list;watch;update;patch
@@ -652,6 +654,9 @@ func (r *ShareQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.KafkaTimeout == 0 {
 		r.KafkaTimeout = 30 * time.Second
 	}
+	if r.Concurrency <= 0 {
+		r.Concurrency = 8
+	}
 	indexes := map[string]func(*kqv1.ShareQueue) string{
 		clusterRefIndex: func(sq *kqv1.ShareQueue) string { return sq.Spec.ClusterRef.Name },
 		topicNameIndex:  topicNameOf,
@@ -672,7 +677,8 @@ func (r *ShareQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			DeleteFunc: func(event.DeleteEvent) bool { return true }, UpdateFunc: deletedOrFinalizing(),
 		})).
 		WithOptions(controller.Options{
-			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, 2*time.Minute),
+			MaxConcurrentReconciles: r.Concurrency,
+			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, 2*time.Minute),
 		}).
 		Named("sharequeue").
 		Complete(r)

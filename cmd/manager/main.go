@@ -35,6 +35,8 @@ func main() {
 	flag.DurationVar(&opts.ProbeInterval, "cluster-probe-interval", 3*time.Minute, "How often each KafkaCluster is re-probed (brokers, features, bounds).")
 	flag.DurationVar(&opts.ResyncInterval, "queue-resync-interval", 10*time.Minute, "How often each ShareQueue is re-checked against Kafka.")
 	flag.DurationVar(&opts.KafkaTimeout, "kafka-timeout", 30*time.Second, "Upper bound on the Kafka requests of one reconcile.")
+	flag.IntVar(&opts.ClusterConcurrency, "kafkacluster-concurrency", 4, "KafkaClusters probed in parallel.")
+	flag.IntVar(&opts.QueueConcurrency, "sharequeue-concurrency", 8, "ShareQueues reconciled in parallel.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
