@@ -1,0 +1,269 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
+)
+
+func (r *testRig) poke(t *testing.T, sq *kqv1.ShareQueue, value string) {
+	t.Helper()
+	var cur kqv1.ShareQueue
+	if err := r.k8s.Get(ctxFor(t), client.ObjectKeyFromObject(sq), &cur); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(cur.DeepCopy())
+	if cur.Annotations == nil {
+		cur.Annotations = map[string]string{}
+	}
+	cur.Annotations["test/poke"] = value
+	if err := r.k8s.Patch(ctxFor(t), &cur, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *testRig) topicConfig(t *testing.T, admin *kafka.Client, topic, name string) kafka.ConfigEntry {
+	t.Helper()
+	key := kafka.ResourceKey{Type: kafka.TopicResource, Name: topic}
+	cfgs, err := admin.DescribeConfigs(ctxFor(t), []kafka.ResourceKey{key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfgs[key].Configs[name]
+}
+
+func (r *testRig) waitGone(t *testing.T, obj client.Object) {
+	t.Helper()
+	eventually(t, 60*time.Second, func() string {
+		err := r.k8s.Get(ctxFor(t), client.ObjectKeyFromObject(obj), obj)
+		if err == nil {
+			return obj.GetName() + " still exists"
+		}
+		if client.IgnoreNotFound(err) != nil {
+			return err.Error()
+		}
+		return ""
+	})
+}
+
+// Two ShareQueues naming one topic: the younger gets Conflict naming the owner, writes
+// nothing, deletes nothing; when the owner goes, it takes over.
+func TestOwnershipConflict(t *testing.T) {
+	r := startRig(t)
+	ns := r.newNamespace(t)
+	r.newCluster(t, ns)
+	ctx := ctxFor(t)
+	topic := "shared-" + ns
+	mk := func(name, retention string, policy kqv1.DeletionPolicy) *kqv1.ShareQueue {
+		sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: kqv1.ShareQueueSpec{
+			ClusterRef:     kqv1.ClusterReference{Name: "local"},
+			Topic:          kqv1.QueueTopicSpec{Name: topic, Partitions: 2, Config: kqv1.TopicConfigs{"retention.ms": retention}},
+			GroupID:        "shared-group-" + ns,
+			DeletionPolicy: policy,
+		}}
+		if err := r.k8s.Create(ctx, sq); err != nil {
+			t.Fatal(err)
+		}
+		return sq
+	}
+	owner := mk("first", "1000000", kqv1.DeletionPolicyRetain)
+	r.waitQueue(t, owner, kqv1.ConditionReady, metav1.ConditionTrue)
+	time.Sleep(10 * time.Millisecond) // creationTimestamps have second granularity; names break ties
+	second := mk("second", "2000000", kqv1.DeletionPolicyDelete)
+	got := r.waitQueue(t, second, kqv1.ConditionConflict, metav1.ConditionTrue)
+	c := findCondition(got.Status.Conditions, kqv1.ConditionConflict)
+	if !strings.Contains(c.Message, "ShareQueue "+ns+"/first") {
+		t.Errorf("Conflict message %q does not name the owner", c.Message)
+	}
+	if ready := findCondition(got.Status.Conditions, kqv1.ConditionReady); ready.Status != metav1.ConditionFalse || ready.Reason != kqv1.ReasonConflict {
+		t.Errorf("Ready %+v, want False/Conflict", ready)
+	}
+	r.poke(t, second, "1")
+	r.poke(t, owner, "1")
+	time.Sleep(2 * time.Second)
+	if v := r.topicConfig(t, r.admin, topic, "retention.ms").Value; v != "1000000" {
+		t.Errorf("retention.ms %s: the conflicting queue wrote to the owner's topic", v)
+	}
+	// Deleting the conflicting queue (deletionPolicy Delete) must not delete the shared topic.
+	if err := r.k8s.Delete(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	r.waitGone(t, second)
+	if ts, err := r.admin.DescribeTopics(ctx, topic); err != nil || ts[topic].Err != nil {
+		t.Fatalf("shared topic gone after the conflicting queue was deleted: %v %v", err, ts[topic].Err)
+	}
+	// A third claimant takes over when the owner is deleted.
+	third := mk("third", "3000000", kqv1.DeletionPolicyRetain)
+	r.waitQueue(t, third, kqv1.ConditionConflict, metav1.ConditionTrue)
+	if err := r.k8s.Delete(ctx, owner); err != nil {
+		t.Fatal(err)
+	}
+	r.waitGone(t, owner)
+	r.waitQueue(t, third, kqv1.ConditionReady, metav1.ConditionTrue)
+	eventually(t, 10*time.Second, func() string {
+		if v := r.topicConfig(t, r.admin, topic, "retention.ms").Value; v != "3000000" {
+			return "retention.ms " + v + ", want the new owner's 3000000"
+		}
+		return ""
+	})
+}
+
+// Regression: a Create-policy queue that found a foreign topic pinned its id, took it over
+// at the next pass (stripping its configs) and deleted it with the CR.
+func TestCreatePolicyNeverTakesAForeignTopic(t *testing.T) {
+	r := startRig(t)
+	ns := r.newNamespace(t)
+	r.newCluster(t, ns)
+	ctx := ctxFor(t)
+	topic := "foreign-" + ns
+	if res, err := r.admin.CreateTopics(ctx, []kafka.NewTopic{{Name: topic, Partitions: 2, ReplicationFactor: 1, Configs: map[string]string{"cleanup.policy": "compact"}}}); err != nil || res[topic].Err != nil {
+		t.Fatalf("creating the foreign topic: %v %v", err, res)
+	}
+	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "create-only"}, Spec: kqv1.ShareQueueSpec{
+		ClusterRef: kqv1.ClusterReference{Name: "local"}, Topic: kqv1.QueueTopicSpec{Name: topic, Partitions: 2},
+		AdoptionPolicy: kqv1.AdoptionPolicyCreate, DeletionPolicy: kqv1.DeletionPolicyDelete,
+	}}
+	if err := r.k8s.Create(ctx, sq); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		got := r.waitQueue(t, sq, kqv1.ConditionTopicReady, metav1.ConditionFalse)
+		if c := findCondition(got.Status.Conditions, kqv1.ConditionTopicReady); c.Reason != kqv1.ReasonTopicExists || got.Status.TopicID != "" {
+			t.Fatalf("pass %d: TopicReady %+v topicId %q, want TopicExists and no pinned id", i, c, got.Status.TopicID)
+		}
+		r.poke(t, sq, fmt.Sprint(i))
+		time.Sleep(time.Second)
+	}
+	if v := r.topicConfig(t, r.admin, topic, "cleanup.policy"); v.Value != "compact" {
+		t.Errorf("foreign topic's cleanup.policy changed to %+v", v)
+	}
+	if err := r.k8s.Delete(ctx, sq); err != nil {
+		t.Fatal(err)
+	}
+	r.waitGone(t, sq)
+	if ts, err := r.admin.DescribeTopics(ctx, topic); err != nil || ts[topic].Err != nil {
+		t.Fatalf("foreign topic deleted with the queue: %v %v", err, ts[topic].Err)
+	}
+}
+
+// deletionProtection holds the Kafka resources and the CR until cleared.
+func TestDeletionProtection(t *testing.T) {
+	r := startRig(t)
+	ns := r.newNamespace(t)
+	r.newCluster(t, ns)
+	ctx := ctxFor(t)
+	topic := "protected-" + ns
+	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "protected"}, Spec: kqv1.ShareQueueSpec{
+		ClusterRef: kqv1.ClusterReference{Name: "local"}, Topic: kqv1.QueueTopicSpec{Name: topic},
+		DeletionPolicy: kqv1.DeletionPolicyDelete, DeletionProtection: true,
+	}}
+	if err := r.k8s.Create(ctx, sq); err != nil {
+		t.Fatal(err)
+	}
+	r.waitQueue(t, sq, kqv1.ConditionReady, metav1.ConditionTrue)
+	if err := r.k8s.Delete(ctx, sq); err != nil {
+		t.Fatal(err)
+	}
+	var cur kqv1.ShareQueue
+	eventually(t, 30*time.Second, func() string {
+		if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(sq), &cur); err != nil {
+			return err.Error()
+		}
+		if c := findCondition(cur.Status.Conditions, kqv1.ConditionReady); c == nil || c.Reason != kqv1.ReasonDeletionProtected {
+			return fmt.Sprintf("Ready %+v, want DeletionProtected", c)
+		}
+		return ""
+	})
+	time.Sleep(time.Second)
+	if ts, _ := r.admin.DescribeTopics(ctx, topic); ts[topic].Err != nil {
+		t.Fatalf("protected topic deleted: %v", ts[topic].Err)
+	}
+	patch := client.MergeFrom(cur.DeepCopy())
+	cur.Spec.DeletionProtection = false
+	if err := r.k8s.Patch(ctx, &cur, patch); err != nil {
+		t.Fatal(err)
+	}
+	r.waitGone(t, sq)
+	eventually(t, 10*time.Second, func() string {
+		ts, err := r.admin.DescribeTopics(ctx, topic)
+		if err != nil {
+			return err.Error()
+		}
+		if !kafka.IsNotFound(ts[topic].Err) {
+			return "topic still exists after protection was cleared"
+		}
+		return ""
+	})
+}
+
+// A broker that is down when the cluster is declared: Connected=False with the reason, then
+// automatic recovery when it comes up, and the waiting queue becomes Ready.
+func TestBrokerDownAtStartRecovers(t *testing.T) {
+	r := startRig(t)
+	k, _ := startKafka(t, rig.KafkaOptions{})
+	k.StopNode(k.Nodes[0])
+	ns := r.newNamespace(t)
+	kc := r.createCluster(t, ns, "down", k, nil, func(kc *kqv1.KafkaCluster) string {
+		return condIs(kc.Status.Conditions, kqv1.ConditionConnected, metav1.ConditionFalse, kqv1.ReasonConnectionFailed)
+	})
+	if c := findCondition(kc.Status.Conditions, kqv1.ConditionReady); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, k.BootstrapServers()[0]) {
+		t.Errorf("Ready %+v, want False naming the bootstrap server", c)
+	}
+	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "waits"}, Spec: kqv1.ShareQueueSpec{ClusterRef: kqv1.ClusterReference{Name: "down"}}}
+	if err := r.k8s.Create(ctxFor(t), sq); err != nil {
+		t.Fatal(err)
+	}
+	got := r.waitQueue(t, sq, kqv1.ConditionReady, metav1.ConditionFalse)
+	if c := findCondition(got.Status.Conditions, kqv1.ConditionReady); c.Reason != kqv1.ReasonClusterNotReady {
+		t.Errorf("queue Ready %+v, want ClusterNotReady", c)
+	}
+	if err := k.RestartNode(context.Background(), k.Nodes[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	r.waitCluster(t, kc, func(kc *kqv1.KafkaCluster) string {
+		return condIs(kc.Status.Conditions, kqv1.ConditionConnected, metav1.ConditionTrue, "")
+	})
+	r.waitQueue(t, sq, kqv1.ConditionReady, metav1.ConditionTrue)
+}
+
+// Three brokers, a queue at RF 3; one broker stops: the queue says its replication can no
+// longer be met.
+func TestQueueReportsLostBroker(t *testing.T) {
+	r := startRig(t)
+	k, _ := startKafka(t, rig.KafkaOptions{Brokers: 3})
+	ns := r.newNamespace(t)
+	r.createCluster(t, ns, "three", k, nil, func(kc *kqv1.KafkaCluster) string {
+		return condIs(kc.Status.Conditions, kqv1.ConditionConnected, metav1.ConditionTrue, "")
+	})
+	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rf3"}, Spec: kqv1.ShareQueueSpec{
+		ClusterRef: kqv1.ClusterReference{Name: "three"}, Topic: kqv1.QueueTopicSpec{Partitions: 3, ReplicationFactor: ptr.To[int32](3)}}}
+	if err := r.k8s.Create(ctxFor(t), sq); err != nil {
+		t.Fatal(err)
+	}
+	r.waitQueue(t, sq, kqv1.ConditionReady, metav1.ConditionTrue)
+	k.StopNode(k.Nodes[2])
+	var got kqv1.ShareQueue
+	eventually(t, 90*time.Second, func() string {
+		if err := r.k8s.Get(ctxFor(t), client.ObjectKeyFromObject(sq), &got); err != nil {
+			return err.Error()
+		}
+		c := findCondition(got.Status.Conditions, kqv1.ConditionTopicReady)
+		if c == nil || c.Reason != kqv1.ReasonTopicUnderReplicated {
+			return fmt.Sprintf("TopicReady %+v", c)
+		}
+		return ""
+	})
+	if c := findCondition(got.Status.Conditions, kqv1.ConditionReady); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "2 live broker(s)") {
+		t.Errorf("Ready %+v, want False naming the live broker count", c)
+	}
+}
