@@ -205,3 +205,20 @@ func (c *Client) DeleteTopics(ctx context.Context, names ...string) (map[string]
 // topicID renders a topic id the way Kafka's tools print it (Uuid.toString: URL-safe base64,
 // no padding).
 func topicID(id [16]byte) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
+
+// ListTopicNames lists every topic name, internal ones included (one Metadata request).
+func (c *Client) ListTopicNames(ctx context.Context) ([]string, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err != nil {
+		return nil, wrap("Metadata", "", err)
+	}
+	out := make([]string, 0, len(resp.Topics))
+	for _, t := range resp.Topics {
+		if t.Topic != nil {
+			out = append(out, *t.Topic)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}

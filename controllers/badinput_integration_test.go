@@ -1,0 +1,250 @@
+package controllers
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
+)
+
+// badCase is one file of test/badinput: a bad manifest (or a base and a bad update) and what
+// must happen to it, from its header comments:
+//
+//	# expect: rejected | rejected-update | condition <Kind> <Type>=<Status>/<Reason>
+//	# message: <text the error or condition message must contain>   (repeatable)
+type badCase struct {
+	file     string
+	expect   string
+	kind     string
+	condType string
+	status   metav1.ConditionStatus
+	reason   string
+	messages []string
+	docs     []*unstructured.Unstructured
+}
+
+var condExpect = regexp.MustCompile(`^condition (\w+) (\w+)=(\w+)/(\w+)$`)
+
+func loadBadInput(t *testing.T) []badCase {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(rig.RepoRoot(), "test", "badinput", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []badCase
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := badCase{file: filepath.Base(f)}
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "# expect: "); ok {
+				c.expect = v
+			}
+			if v, ok := strings.CutPrefix(line, "# message: "); ok {
+				c.messages = append(c.messages, v)
+			}
+		}
+		if m := condExpect.FindStringSubmatch(c.expect); m != nil {
+			c.expect, c.kind, c.condType, c.status, c.reason = "condition", m[1], m[2], metav1.ConditionStatus(m[3]), m[4]
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				t.Fatalf("%s: %v", c.file, err)
+			}
+			if len(u.Object) > 0 {
+				c.docs = append(c.docs, u)
+			}
+		}
+		if c.expect == "" || len(c.messages) == 0 || len(c.docs) == 0 {
+			t.Fatalf("%s: needs '# expect:', '# message:' and a manifest", c.file)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// The bad-input corpus: every manifest is either refused at admission with a message naming
+// the field, or accepted and given a condition naming the field and the reason. None may
+// panic the manager, make a Kafka write when refused at admission, or delete anything.
+func TestBadInputCorpus(t *testing.T) {
+	r := startRig(t)
+	cases := loadBadInput(t)
+	if len(cases) < 40 {
+		t.Fatalf("corpus has %d manifests, want at least 40", len(cases))
+	}
+	ns := r.newNamespace(t)
+	r.newCluster(t, ns)
+	ctx := ctxFor(t)
+	topicsBefore := r.listTopics(t)
+	panicsBefore := reconcilePanics()
+	writesBefore := kafka.Writes(r.counter.Snapshot())
+
+	var conditionCases []badCase
+	for _, c := range cases {
+		switch c.expect {
+		case "rejected":
+			t.Run(c.file, func(t *testing.T) {
+				obj := c.docs[0].DeepCopy()
+				obj.SetNamespace(ns)
+				err := r.k8s.Create(ctx, obj)
+				assertRejected(t, err, c.messages)
+			})
+		case "rejected-update":
+			t.Run(c.file, func(t *testing.T) {
+				base := c.docs[0].DeepCopy()
+				base.SetNamespace(ns)
+				if err := r.k8s.Create(ctx, base); err != nil {
+					t.Fatalf("base refused: %v", err)
+				}
+				upd := c.docs[1].DeepCopy()
+				upd.SetNamespace(ns)
+				upd.SetResourceVersion(base.GetResourceVersion())
+				assertRejected(t, r.k8s.Update(ctx, upd), c.messages)
+			})
+		case "condition":
+			conditionCases = append(conditionCases, c)
+		default:
+			t.Fatalf("%s: unknown expectation %q", c.file, c.expect)
+		}
+	}
+	if w := kafka.Writes(r.counter.Snapshot()) - writesBefore; w != 0 {
+		t.Errorf("manifests refused at admission led to %d Kafka write request(s)", w)
+	}
+
+	for _, c := range conditionCases {
+		obj := c.docs[0].DeepCopy()
+		obj.SetNamespace(ns)
+		if err := r.k8s.Create(ctx, obj); err != nil {
+			t.Errorf("%s: refused at admission, want a condition: %v", c.file, err)
+		}
+	}
+	for _, c := range conditionCases {
+		t.Run(c.file, func(t *testing.T) {
+			key := client.ObjectKey{Namespace: ns, Name: c.docs[0].GetName()}
+			eventually(t, 60*time.Second, func() string {
+				var conds []metav1.Condition
+				switch c.kind {
+				case "ShareQueue":
+					var o kqv1.ShareQueue
+					if err := r.k8s.Get(ctx, key, &o); err != nil {
+						return err.Error()
+					}
+					conds = o.Status.Conditions
+				case "KafkaCluster":
+					var o kqv1.KafkaCluster
+					if err := r.k8s.Get(ctx, key, &o); err != nil {
+						return err.Error()
+					}
+					conds = o.Status.Conditions
+				}
+				cond := findCondition(conds, c.condType)
+				if cond == nil || cond.Status != c.status || cond.Reason != c.reason {
+					return fmt.Sprintf("want %s=%s/%s, have %+v", c.condType, c.status, c.reason, cond)
+				}
+				for _, m := range c.messages {
+					if !strings.Contains(cond.Message, m) {
+						return fmt.Sprintf("%s message %q does not contain %q", c.condType, cond.Message, m)
+					}
+				}
+				return ""
+			})
+		})
+	}
+
+	// Nothing deleted, nothing panicked, no bad value reached Kafka.
+	after := r.listTopics(t)
+	for name := range topicsBefore {
+		if !after[name] {
+			t.Errorf("topic %s disappeared while the corpus was applied", name)
+		}
+	}
+	for _, bad := range []string{"bad-unknown-config", "bad-config-value", "bad-rf", "bad-adopt", "bad-mode"} {
+		if after[bad] {
+			t.Errorf("topic %s was created from a bad manifest", bad)
+		}
+	}
+	groups := []kafka.ResourceKey{}
+	for _, g := range []string{"bad-lock", "bad-attempts", "bad-inflight", "bad-session", "bad-heartbeat"} {
+		groups = append(groups, kafka.ResourceKey{Type: kafka.GroupResource, Name: g})
+	}
+	cfgs, err := r.admin.DescribeConfigs(ctx, groups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, rc := range cfgs {
+		for name, e := range rc.Configs {
+			if e.IsOverride() {
+				t.Errorf("%s: out-of-bounds value reached Kafka: %s=%s", k, name, e.Value)
+			}
+		}
+	}
+	if p := reconcilePanics() - panicsBefore; p != 0 {
+		t.Errorf("%v reconcile panic(s) while applying the corpus", p)
+	}
+}
+
+func assertRejected(t *testing.T, err error, messages []string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("accepted; want a rejection naming %q", messages)
+	}
+	for _, m := range messages {
+		if !strings.Contains(err.Error(), m) {
+			t.Errorf("rejection %q does not contain %q", err.Error(), m)
+		}
+	}
+}
+
+func (r *testRig) listTopics(t *testing.T) map[string]bool {
+	t.Helper()
+	ts, err := r.admin.ListTopicNames(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, n := range ts {
+		out[n] = true
+	}
+	return out
+}
+
+// reconcilePanics reads controller-runtime's controller_runtime_reconcile_panics_total.
+func reconcilePanics() float64 {
+	mfs, err := metrics.Registry.Gather()
+	if err != nil {
+		return -1
+	}
+	var total float64
+	for _, mf := range mfs {
+		if mf.GetName() == "controller_runtime_reconcile_panics_total" {
+			for _, m := range mf.GetMetric() {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
+
