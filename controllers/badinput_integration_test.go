@@ -247,4 +247,3 @@ func reconcilePanics() float64 {
 	}
 	return total
 }
-
