@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
@@ -266,4 +268,160 @@ func TestQueueReportsLostBroker(t *testing.T) {
 	if c := findCondition(got.Status.Conditions, kqv1.ConditionReady); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "2 live broker(s)") {
 		t.Errorf("Ready %+v, want False naming the live broker count", c)
 	}
+}
+
+// Drift made behind the operator's back: Enforce writes the spec back and says so; Report
+// leaves it and raises DriftDetected; ObserveOnly lists the correction and writes nothing.
+func TestDriftPolicies(t *testing.T) {
+	r := startRig(t)
+	ns := r.newNamespace(t)
+	r.newCluster(t, ns)
+	ctx := ctxFor(t)
+	mk := func(name string, policy kqv1.DriftPolicy, annotations map[string]string) *kqv1.ShareQueue {
+		sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-" + ns, Annotations: annotations}, Spec: kqv1.ShareQueueSpec{
+			ClusterRef:  kqv1.ClusterReference{Name: "local"},
+			Delivery:    kqv1.DeliverySpec{LockDuration: &metav1.Duration{Duration: 20 * time.Second}},
+			DriftPolicy: policy,
+		}}
+		if err := r.k8s.Create(ctx, sq); err != nil {
+			t.Fatal(err)
+		}
+		return r.waitQueue(t, sq, kqv1.ConditionReady, metav1.ConditionTrue)
+	}
+	enforce := mk("enforce", kqv1.DriftPolicyEnforce, nil)
+	report := mk("report", kqv1.DriftPolicyReport, nil)
+	observe := mk("observe", kqv1.DriftPolicyEnforce, nil)
+	// Switch one to ObserveOnly after it is set up.
+	var cur kqv1.ShareQueue
+	if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(observe), &cur); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(cur.DeepCopy())
+	cur.Annotations = map[string]string{kqv1.ReconcileAnnotation: kqv1.ReconcileObserveOnly}
+	if err := r.k8s.Patch(ctx, &cur, patch); err != nil {
+		t.Fatal(err)
+	}
+	before := driftCorrectionsOf("group")
+	for _, sq := range []*kqv1.ShareQueue{enforce, report, observe} {
+		key := kafka.ResourceKey{Type: kafka.GroupResource, Name: sq.Name}
+		if res, err := r.admin.IncrementalAlterConfigs(ctx, []kafka.Alteration{{Resource: key, Configs: []kafka.AlterConfig{
+			{Name: "share.record.lock.duration.ms", Op: kafka.OpSet, Value: "50000"}}}}); err != nil || res[key] != nil {
+			t.Fatalf("outside change: %v %v", err, res)
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // let the brokers' metadata image catch up
+	for _, sq := range []*kqv1.ShareQueue{enforce, report, observe} {
+		r.poke(t, sq, "drift")
+	}
+	groupLock := func(name string) string {
+		key := kafka.ResourceKey{Type: kafka.GroupResource, Name: name}
+		cfgs, err := r.admin.DescribeConfigs(ctx, []kafka.ResourceKey{key})
+		if err != nil {
+			return err.Error()
+		}
+		return cfgs[key].Configs["share.record.lock.duration.ms"].Value
+	}
+	eventually(t, 30*time.Second, func() string {
+		if v := groupLock(enforce.Name); v != "20000" {
+			return "Enforce: lock " + v
+		}
+		return ""
+	})
+	got := r.waitQueue(t, enforce, kqv1.ConditionDriftDetected, metav1.ConditionFalse)
+	if c := findCondition(got.Status.Conditions, kqv1.ConditionDriftDetected); c.Reason != kqv1.ReasonDriftCorrected || !strings.Contains(c.Message, "share.record.lock.duration.ms=20000") {
+		t.Errorf("Enforce DriftDetected %+v", c)
+	}
+	if after := driftCorrectionsOf("group"); after <= before {
+		t.Errorf("kafkaqueues_drift_corrections_total{resource=group} did not grow: %v -> %v", before, after)
+	}
+	got = r.waitQueue(t, report, kqv1.ConditionDriftDetected, metav1.ConditionTrue)
+	if c := findCondition(got.Status.Conditions, kqv1.ConditionDriftDetected); !strings.Contains(c.Message, "share.record.lock.duration.ms is 50000, spec wants 20000") {
+		t.Errorf("Report DriftDetected %+v", c)
+	}
+	if v := groupLock(report.Name); v != "50000" {
+		t.Errorf("Report: drift corrected to %s", v)
+	}
+	eventually(t, 30*time.Second, func() string {
+		var o kqv1.ShareQueue
+		if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(observe), &o); err != nil {
+			return err.Error()
+		}
+		if fmt.Sprint(o.Status.PlannedChanges) != "[group "+observe.Name+": set share.record.lock.duration.ms=20000]" {
+			return fmt.Sprintf("ObserveOnly plannedChanges %q", o.Status.PlannedChanges)
+		}
+		return ""
+	})
+	if v := groupLock(observe.Name); v != "50000" {
+		t.Errorf("ObserveOnly wrote: lock %s", v)
+	}
+}
+
+func driftCorrectionsOf(resource string) float64 {
+	mfs, _ := metrics.Registry.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() != "kafkaqueues_drift_corrections_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "resource" && l.GetValue() == resource {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// The broker goes away under live queues: they report the cluster as not ready, and recover
+// when it returns. A deletionPolicy Delete queue deleted while the broker is gone does not
+// wedge: its finalizer is released after the finalizer timeout with an event.
+func TestBrokerLossMidLifeAndFinalizerNeverWedges(t *testing.T) {
+	r := startRig(t)
+	k, _ := startKafka(t, rig.KafkaOptions{})
+	ns := r.newNamespace(t)
+	kc := r.createCluster(t, ns, "flaky", k, nil, func(kc *kqv1.KafkaCluster) string {
+		return condIs(kc.Status.Conditions, kqv1.ConditionReady, metav1.ConditionTrue, "")
+	})
+	mk := func(name string, policy kqv1.DeletionPolicy) *kqv1.ShareQueue {
+		sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: kqv1.ShareQueueSpec{
+			ClusterRef: kqv1.ClusterReference{Name: "flaky"}, DeletionPolicy: policy}}
+		if err := r.k8s.Create(ctxFor(t), sq); err != nil {
+			t.Fatal(err)
+		}
+		return r.waitQueue(t, sq, kqv1.ConditionReady, metav1.ConditionTrue)
+	}
+	live := mk("live", kqv1.DeletionPolicyRetain)
+	doomed := mk("doomed", kqv1.DeletionPolicyDelete)
+	k.StopNode(k.Nodes[0])
+	r.waitCluster(t, kc, func(kc *kqv1.KafkaCluster) string {
+		return condIs(kc.Status.Conditions, kqv1.ConditionConnected, metav1.ConditionFalse, kqv1.ReasonConnectionFailed)
+	})
+	got := r.waitQueue(t, live, kqv1.ConditionReady, metav1.ConditionFalse)
+	if c := findCondition(got.Status.Conditions, kqv1.ConditionReady); c.Reason != kqv1.ReasonClusterNotReady {
+		t.Errorf("queue Ready %+v while the broker is down, want ClusterNotReady", c)
+	}
+	start := time.Now()
+	if err := r.k8s.Delete(ctxFor(t), doomed); err != nil {
+		t.Fatal(err)
+	}
+	r.waitGone(t, doomed)
+	t.Logf("finalizer released %s after deletion with the broker down", time.Since(start).Round(time.Second))
+	var evs eventsv1.EventList
+	if err := r.k8s.List(ctxFor(t), &evs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	abandoned := false
+	for _, e := range evs.Items {
+		if e.Reason == "CleanupAbandoned" && e.Regarding.Name == "doomed" && strings.Contains(e.Note, "leaving topic doomed") {
+			abandoned = true
+		}
+	}
+	if !abandoned {
+		t.Errorf("no CleanupAbandoned event naming what was left in Kafka")
+	}
+	if err := k.RestartNode(context.Background(), k.Nodes[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	r.waitQueue(t, live, kqv1.ConditionReady, metav1.ConditionTrue)
 }

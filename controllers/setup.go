@@ -22,6 +22,9 @@ type Options struct {
 	ClusterConcurrency int
 	// QueueConcurrency is how many ShareQueues are reconciled at once; default 8.
 	QueueConcurrency int
+	// FinalizerTimeout is how long a deleting ShareQueue (deletionPolicy Delete) waits for an
+	// unreachable cluster before releasing its finalizer and leaving Kafka as it is; default 10m.
+	FinalizerTimeout time.Duration
 }
 
 // SetupAll registers every reconciler with the manager, sharing one Kafka client pool (one
@@ -37,5 +40,6 @@ func SetupAll(mgr ctrl.Manager, pool *kafka.Pool, opts Options) error {
 	return (&ShareQueueReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder,
 		ResyncInterval: opts.ResyncInterval, KafkaTimeout: opts.KafkaTimeout, Concurrency: opts.QueueConcurrency,
+		FinalizerTimeout: opts.FinalizerTimeout,
 	}).SetupWithManager(mgr)
 }

@@ -36,10 +36,10 @@ const CleanupFinalizer = "kafkaqueues.io/cleanup"
 // clusterRefIndex indexes ShareQueues by spec.clusterRef.name.
 const clusterRefIndex = "spec.clusterRef.name"
 
-// finalizerGiveUp is how long a deleting ShareQueue waits for an unreachable cluster before
-// its finalizer is removed anyway (an Event says what was left in Kafka), so a namespace
-// never wedges.
-const finalizerGiveUp = 10 * time.Minute
+// defaultFinalizerTimeout is how long a deleting ShareQueue waits for an unreachable cluster
+// before its finalizer is removed anyway (an Event says what was left in Kafka), so a
+// namespace never wedges.
+const defaultFinalizerTimeout = 10 * time.Minute
 
 // ShareQueueReconciler turns a ShareQueue into a Kafka topic plus share-group configs:
 // observe → plan (pure, planQueue) → apply (batched admin requests; nothing when the plan is
@@ -54,6 +54,8 @@ type ShareQueueReconciler struct {
 	KafkaTimeout   time.Duration
 	// Concurrency is the number of parallel reconciles (MaxConcurrentReconciles).
 	Concurrency int
+	// FinalizerTimeout bounds how long deletion waits for an unreachable cluster.
+	FinalizerTimeout time.Duration
 }
 
 // +kubebuilder:rbac:groups=kafkaqueues.io,resources=sharequeues,verbs=get;list;watch;update;patch
@@ -513,11 +515,11 @@ func (r *ShareQueueReconciler) finalize(ctx context.Context, sq *kqv1.ShareQueue
 		return ctrl.Result{}, client.IgnoreNotFound(r.Patch(ctx, sq, patch))
 	}
 	giveUp := func(why string) (ctrl.Result, error) {
-		if time.Since(sq.DeletionTimestamp.Time) < finalizerGiveUp {
-			return ctrl.Result{RequeueAfter: 15 * time.Second}, nil
+		if wait := r.FinalizerTimeout - time.Since(sq.DeletionTimestamp.Time); wait > 0 {
+			return ctrl.Result{RequeueAfter: min(wait, 15*time.Second)}, nil
 		}
 		r.event(sq, corev1.EventTypeWarning, "CleanupAbandoned", "Delete",
-			fmt.Sprintf("%s; released the finalizer after %s, leaving topic %s and group %s in Kafka", why, finalizerGiveUp, topicName, groupID))
+			fmt.Sprintf("%s; released the finalizer after %s, leaving topic %s and group %s in Kafka", why, r.FinalizerTimeout, topicName, groupID))
 		return release()
 	}
 	if sq.Spec.DeletionPolicy != kqv1.DeletionPolicyDelete {
@@ -656,6 +658,9 @@ func (r *ShareQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if r.Concurrency <= 0 {
 		r.Concurrency = 8
+	}
+	if r.FinalizerTimeout <= 0 {
+		r.FinalizerTimeout = defaultFinalizerTimeout
 	}
 	indexes := map[string]func(*kqv1.ShareQueue) string{
 		clusterRefIndex: func(sq *kqv1.ShareQueue) string { return sq.Spec.ClusterRef.Name },

@@ -37,6 +37,7 @@ func main() {
 	flag.DurationVar(&opts.KafkaTimeout, "kafka-timeout", 30*time.Second, "Upper bound on the Kafka requests of one reconcile.")
 	flag.IntVar(&opts.ClusterConcurrency, "kafkacluster-concurrency", 4, "KafkaClusters probed in parallel.")
 	flag.IntVar(&opts.QueueConcurrency, "sharequeue-concurrency", 8, "ShareQueues reconciled in parallel.")
+	flag.DurationVar(&opts.FinalizerTimeout, "finalizer-timeout", 10*time.Minute, "How long deleting a deletionPolicy: Delete ShareQueue waits for an unreachable cluster before releasing its finalizer (leaving Kafka untouched).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
