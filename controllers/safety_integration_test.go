@@ -309,10 +309,6 @@ func TestDriftPolicies(t *testing.T) {
 			t.Fatalf("outside change: %v %v", err, res)
 		}
 	}
-	time.Sleep(500 * time.Millisecond) // let the brokers' metadata image catch up
-	for _, sq := range []*kqv1.ShareQueue{enforce, report, observe} {
-		r.poke(t, sq, "drift")
-	}
 	groupLock := func(name string) string {
 		key := kafka.ResourceKey{Type: kafka.GroupResource, Name: name}
 		cfgs, err := r.admin.DescribeConfigs(ctx, []kafka.ResourceKey{key})
@@ -320,6 +316,18 @@ func TestDriftPolicies(t *testing.T) {
 			return err.Error()
 		}
 		return cfgs[key].Configs["share.record.lock.duration.ms"].Value
+	}
+	// Wait until the brokers serve the outside change before asking for a reconcile.
+	eventually(t, 10*time.Second, func() string {
+		for _, sq := range []*kqv1.ShareQueue{enforce, report, observe} {
+			if v := groupLock(sq.Name); v != "50000" {
+				return sq.Name + ": outside change not visible yet: " + v
+			}
+		}
+		return ""
+	})
+	for _, sq := range []*kqv1.ShareQueue{enforce, report, observe} {
+		r.poke(t, sq, "drift")
 	}
 	eventually(t, 30*time.Second, func() string {
 		if v := groupLock(enforce.Name); v != "20000" {

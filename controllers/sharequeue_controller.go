@@ -252,6 +252,8 @@ type applyResult struct {
 	topicErr     error // non-retriable item error on the topic
 	groupErr     error // non-retriable item error on the group configs
 	transient    error // a retriable failure: status says so and the reconcile is retried
+	// createRefused is set when CreateTopics answered TOPIC_ALREADY_EXISTS.
+	createRefused bool
 }
 
 // apply makes the plan's Kafka writes: one CreateTopics, one CreatePartitions and one
@@ -277,9 +279,11 @@ func (r *ShareQueueReconciler) apply(ctx context.Context, cl *kafka.Client, sq *
 			classify(err, &res.topicErr)
 		} else if ct := created[t.Name]; ct.Err != nil {
 			if kafka.IsAlreadyExists(ct.Err) {
-				// The metadata we planned from lagged behind a topic that now exists (ours from a
-				// moment ago, or someone else's): observe again rather than report a rejection.
+				// The metadata we planned from lagged behind a topic that now exists: observe
+				// again rather than report a rejection. The broker says this attempt did not
+				// create it, so the creation intent no longer claims it.
 				res.transient = errors.Join(res.transient, ct.Err)
+				res.createRefused = true
 			} else {
 				classify(ct.Err, &res.topicErr)
 			}
@@ -362,6 +366,9 @@ func (r *ShareQueueReconciler) report(sq *kqv1.ShareQueue, plan *queuePlan, res 
 		st.TopicID, st.TopicCreated, st.TopicCreationStarted = res.topicID, true, nil
 	case !plan.Blocked && st.TopicID == "" && res.topicID != "" && mode == kqv1.ReconcileActive:
 		st.TopicID = res.topicID // adopted and pinned: a topic recreated outside the operator is detected, not adopted
+	}
+	if res.createRefused {
+		st.TopicCreationStarted = nil
 	}
 	if mode == kqv1.ReconcileActive && !plan.Blocked && res.topicErr == nil && res.transient == nil {
 		st.ManagedTopicConfigs = plan.ManagedTopicConfigs
