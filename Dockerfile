@@ -7,10 +7,12 @@ COPY api/ api/
 COPY cmd/ cmd/
 COPY controllers/ controllers/
 COPY internal/ internal/
-RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w" -o /out/manager ./cmd/manager
+RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w" -o /out/manager ./cmd/manager && \
+    CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w" -o /out/kqctl ./cmd/kqctl
 
 FROM gcr.io/distroless/static:nonroot
 WORKDIR /
 COPY --from=build /out/manager /manager
+COPY --from=build /out/kqctl /kqctl
 USER 65532:65532
 ENTRYPOINT ["/manager"]

@@ -68,8 +68,10 @@ fuzz: ## Fuzz the ShareQueue plan for 60s.
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager binary into bin/.
+build: ## Build the manager and kqctl binaries into bin/ (bin/kubectl-kq is the kubectl plugin name).
 	CGO_ENABLED=0 go build -trimpath -o bin/manager ./cmd/manager
+	CGO_ENABLED=0 go build -trimpath -o bin/kqctl ./cmd/kqctl
+	ln -sf kqctl bin/kubectl-kq
 
 .PHONY: docker-build
 docker-build: ## Build the container image (needs a Docker engine).

@@ -187,6 +187,11 @@ func (r *ShareQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if plan.TopicReady.Reason == kqv1.ReasonTopicNotFound {
 		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
 	}
+	if group == nil && kc.Status.ShareVersion >= 1 {
+		// The share group's state could not be read (coordinator still loading): look again
+		// soon rather than at the next resync.
+		return ctrl.Result{RequeueAfter: min(r.ResyncInterval, 15*time.Second)}, nil
+	}
 	return ctrl.Result{RequeueAfter: r.ResyncInterval}, nil
 }
 

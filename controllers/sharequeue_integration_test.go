@@ -326,7 +326,18 @@ func TestNoOpReconcileWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	settled := r.waitQueue(t, sq, kqv1.ConditionReady, metav1.ConditionTrue)
-	time.Sleep(time.Second) // let the reconcile triggered by our own status write finish
+	// Settled means the share group's state has been read too (it is retried soon when the
+	// coordinator is still loading).
+	eventually(t, 30*time.Second, func() string {
+		if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(sq), settled); err != nil {
+			return err.Error()
+		}
+		if settled.Status.Group == nil {
+			return "share group state not read yet"
+		}
+		return ""
+	})
+	time.Sleep(time.Second) // let any reconcile in flight finish
 
 	before := r.counter.Snapshot()
 	// An annotation change triggers a reconcile without changing the spec.

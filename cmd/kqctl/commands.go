@@ -1,0 +1,361 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/controllers"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/sqsimport"
+)
+
+func newClient(kubeconfig string) (client.Client, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if kubeconfig != "" {
+		rules.ExplicitPath = kubeconfig
+	}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	ns, _, _ := cc.Namespace()
+	if ns == "" {
+		ns = "default"
+	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = kqv1.AddToScheme(scheme)
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	return c, ns, err
+}
+
+func runImportSQS(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("kqctl import sqs", flag.ContinueOnError)
+	file := fs.String("f", "", "SQS attributes JSON (output of aws sqs get-queue-attributes --attribute-names All); - for stdin")
+	name := fs.String("name", "", "ShareQueue name (default: from QueueArn)")
+	ns := fs.String("n", "", "namespace of the generated resources")
+	cluster := fs.String("cluster", "", "KafkaCluster name for spec.clusterRef (default kafka); with --check, read its bounds")
+	check := fs.Bool("check", false, "check the result against the live --cluster's bounds (needs a kubeconfig)")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig path (default: $KUBECONFIG or ~/.kube/config)")
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *file == "" {
+		return errors.New("-f is required")
+	}
+	var data []byte
+	var err error
+	if *file == "-" {
+		data, err = io.ReadAll(os.Stdin)
+	} else {
+		data, err = os.ReadFile(*file)
+	}
+	if err != nil {
+		return err
+	}
+	attrs, err := sqsimport.Parse(data)
+	if err != nil {
+		return err
+	}
+	res, err := sqsimport.Convert(attrs, sqsimport.Options{Name: *name, Namespace: *ns, Cluster: *cluster})
+	if err != nil {
+		return err
+	}
+	out, err := sqsimport.Render(res)
+	if err != nil {
+		return err
+	}
+	if _, err := stdout.Write(out); err != nil {
+		return err
+	}
+	if !*check {
+		return nil
+	}
+	if *cluster == "" {
+		return errors.New("--check needs --cluster")
+	}
+	c, defNS, err := newClient(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	if *ns == "" {
+		*ns = defNS
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var kc kqv1.KafkaCluster
+	if err := c.Get(ctx, client.ObjectKey{Namespace: *ns, Name: *cluster}, &kc); err != nil {
+		return fmt.Errorf("reading KafkaCluster %s/%s: %w", *ns, *cluster, err)
+	}
+	problems := sqsimport.Check(res, kc.Status.ShareBounds)
+	if len(problems) == 0 {
+		fmt.Fprintf(stderr, "check: every value fits KafkaCluster %s/%s's bounds\n", *ns, *cluster)
+		return nil
+	}
+	for _, p := range problems {
+		fmt.Fprintf(stderr, "check: %s\n", p)
+	}
+	return fmt.Errorf("%d value(s) would be refused by KafkaCluster %s/%s", len(problems), *ns, *cluster)
+}
+
+// queueRow is one line of kqctl status.
+type queueRow struct {
+	Namespace          string `json:"namespace"`
+	Name               string `json:"name"`
+	Ready              string `json:"ready"`
+	Reason             string `json:"reason,omitempty"`
+	Topic              string `json:"topic"`
+	Partitions         int32  `json:"partitions"`
+	Lease              string `json:"lease,omitempty"`
+	MaxAttempts        string `json:"maxAttempts,omitempty"`
+	MaxInFlight        int64  `json:"maxInFlightRecords,omitempty"`
+	InFlightStateBytes int64  `json:"inFlightStateBytes,omitempty"`
+	GroupState         string `json:"groupState,omitempty"`
+	Members            int32  `json:"members"`
+	Lag                *int64 `json:"lag,omitempty"`
+	DeadLetterRoute    string `json:"deadLetterRoute,omitempty"`
+	Message            string `json:"message,omitempty"`
+}
+
+func runStatus(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("kqctl status", flag.ContinueOnError)
+	ns := fs.String("n", "", "namespace (default: the kubeconfig's)")
+	all := fs.Bool("A", false, "all namespaces")
+	output := fs.String("o", "table", "output: table, yaml or json")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig path")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	c, defNS, err := newClient(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	var opts []client.ListOption
+	if !*all {
+		if *ns == "" {
+			*ns = defNS
+		}
+		opts = append(opts, client.InNamespace(*ns))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var queues kqv1.ShareQueueList
+	if err := c.List(ctx, &queues, opts...); err != nil {
+		return err
+	}
+	var routes kqv1.DeadLetterRouteList
+	if err := c.List(ctx, &routes, opts...); err != nil {
+		return err
+	}
+	routeOf := map[string]string{}
+	for _, r := range routes.Items {
+		topic := r.Status.TopicName
+		if topic == "" {
+			topic = r.Spec.Topic.Name
+		}
+		mode := string(r.Status.EffectiveMode)
+		if mode == "" {
+			mode = string(r.Spec.Mode)
+		}
+		routeOf[r.Namespace+"/"+r.Spec.QueueRef.Name] = fmt.Sprintf("%s (%s → %s)", r.Name, mode, topic)
+	}
+	rows := make([]queueRow, 0, len(queues.Items))
+	for _, q := range queues.Items {
+		row := queueRow{Namespace: q.Namespace, Name: q.Name, Topic: q.Status.TopicName, Partitions: q.Status.Partitions, Ready: "Unknown",
+			DeadLetterRoute: routeOf[q.Namespace+"/"+q.Name]}
+		if c := meta.FindStatusCondition(q.Status.Conditions, kqv1.ConditionReady); c != nil {
+			row.Ready, row.Reason = string(c.Status), c.Reason
+			if c.Status != "True" {
+				row.Message = c.Message
+			}
+		}
+		if e := q.Status.Effective; e != nil {
+			if e.LockDuration != nil {
+				row.Lease = e.LockDuration.Value
+			}
+			if e.MaxDeliveryAttempts != nil {
+				row.MaxAttempts = e.MaxDeliveryAttempts.Value
+			}
+		}
+		if cp := q.Status.Capacity; cp != nil {
+			row.MaxInFlight, row.InFlightStateBytes = cp.MaxInFlightRecords, cp.InFlightStateBytes
+		}
+		if g := q.Status.Group; g != nil {
+			row.GroupState, row.Members, row.Lag = g.State, g.Members, g.TotalLag
+		}
+		rows = append(rows, row)
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Namespace+"/"+rows[i].Name < rows[j].Namespace+"/"+rows[j].Name })
+	switch *output {
+	case "json":
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	case "yaml":
+		b, err := yaml.Marshal(rows)
+		if err != nil {
+			return err
+		}
+		_, err = stdout.Write(b)
+		return err
+	case "table":
+		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAMESPACE\tNAME\tREADY\tTOPIC\tPARTITIONS\tLEASE\tMAX-ATTEMPTS\tMAX-IN-FLIGHT\tSTATE-BYTES\tGROUP\tMEMBERS\tLAG\tDLQ")
+		for _, r := range rows {
+			lag := "-"
+			if r.Lag != nil {
+				lag = fmt.Sprint(*r.Lag)
+			}
+			ready := r.Ready
+			if r.Reason != "" && r.Ready != "True" {
+				ready += " (" + r.Reason + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\n", r.Namespace, r.Name, ready, r.Topic, r.Partitions,
+				dash(r.Lease), dash(r.MaxAttempts), r.MaxInFlight, humanBytes(r.InFlightStateBytes), dash(r.GroupState), r.Members, lag, dash(r.DeadLetterRoute))
+		}
+		return tw.Flush()
+	default:
+		return fmt.Errorf("-o %q: want table, yaml or json", *output)
+	}
+}
+
+func runPlan(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("kqctl plan", flag.ContinueOnError)
+	file := fs.String("f", "", "manifest file with ShareQueues (other kinds are skipped)")
+	ns := fs.String("n", "", "namespace for manifests without one (default: the kubeconfig's)")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig path")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *file == "" {
+		return errors.New("-f is required")
+	}
+	data, err := os.ReadFile(*file)
+	if err != nil {
+		return err
+	}
+	c, defNS, err := newClient(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	if *ns == "" {
+		*ns = defNS
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	n := 0
+	for {
+		var raw map[string]any
+		if err := dec.Decode(&raw); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return err
+		}
+		if raw == nil || raw["kind"] != "ShareQueue" {
+			continue
+		}
+		b, _ := json.Marshal(raw)
+		var sq kqv1.ShareQueue
+		if err := json.Unmarshal(b, &sq); err != nil {
+			return err
+		}
+		if sq.Namespace == "" {
+			sq.Namespace = *ns
+		}
+		applyDefaults(&sq)
+		n++
+		p, err := controllers.PreviewQueue(ctx, c, &sq)
+		if err != nil {
+			fmt.Fprintf(stdout, "ShareQueue %s/%s: cannot plan: %v\n\n", sq.Namespace, sq.Name, err)
+			continue
+		}
+		fmt.Fprintf(stdout, "ShareQueue %s\n", p.Queue)
+		if p.Conflict != "" {
+			fmt.Fprintf(stdout, "  CONFLICT: %s\n", p.Conflict)
+		}
+		if len(p.Changes) == 0 {
+			fmt.Fprintln(stdout, "  no changes")
+		}
+		for _, ch := range p.Changes {
+			fmt.Fprintf(stdout, "  ~ %s\n", ch)
+		}
+		keys := make([]string, 0, len(p.Conditions))
+		for k := range p.Conditions {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(stdout, "  %s: %s\n", k, p.Conditions[k])
+		}
+		if p.Capacity != nil {
+			fmt.Fprintf(stdout, "  capacity: %d in-flight records, %s of broker state\n", p.Capacity.MaxInFlightRecords, humanBytes(p.Capacity.InFlightStateBytes))
+		}
+		fmt.Fprintln(stdout)
+	}
+	if n == 0 {
+		return errors.New("no ShareQueue in " + *file)
+	}
+	return nil
+}
+
+// applyDefaults fills the schema defaults the apiserver would (the manifest is not applied).
+func applyDefaults(sq *kqv1.ShareQueue) {
+	s := &sq.Spec
+	if s.Topic.Partitions == 0 {
+		s.Topic.Partitions = 1
+	}
+	if s.BoundsPolicy == "" {
+		s.BoundsPolicy = kqv1.BoundsPolicyReject
+	}
+	if s.DeletionPolicy == "" {
+		s.DeletionPolicy = kqv1.DeletionPolicyRetain
+	}
+	if s.AdoptionPolicy == "" {
+		s.AdoptionPolicy = kqv1.AdoptionPolicyAdoptOrCreate
+	}
+	if s.DriftPolicy == "" {
+		s.DriftPolicy = kqv1.DriftPolicyEnforce
+	}
+}
+
+func dash(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "-"
+	}
+	return s
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1fGiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1fMiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1fKiB", float64(n)/(1<<10))
+	default:
+		return fmt.Sprintf("%dB", n)
+	}
+}

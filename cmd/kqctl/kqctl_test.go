@@ -1,0 +1,245 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/controllers"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
+)
+
+var (
+	kubeconfig string
+	k8s        client.Client
+)
+
+// TestMain starts the rig (real apiserver, real broker) and the controllers in-process;
+// kqctl itself talks to them as a user would, through a kubeconfig.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
+	os.Exit(runWithRig(m))
+}
+
+func runWithRig(m *testing.M) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	k, err := rig.StartKafka(ctx, rig.KafkaOptions{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer k.Stop()
+	env, cfg, err := rig.StartAPIServer()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	dir, _ := os.MkdirTemp("", "kqctl-test-")
+	defer os.RemoveAll(dir)
+	kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := rig.WriteKubeconfig(cfg, kubeconfig); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = kqv1.AddToScheme(scheme)
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	pool := kafka.NewPool()
+	defer pool.Close()
+	if err := controllers.SetupAll(mgr, pool, controllers.Options{ProbeInterval: 5 * time.Second, ResyncInterval: time.Hour}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	go func() { _ = mgr.Start(ctx) }()
+	k8s, _ = client.New(cfg, client.Options{Scheme: scheme})
+	kc := &kqv1.KafkaCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "local"}, Spec: kqv1.KafkaClusterSpec{BootstrapServers: k.BootstrapServers()}}
+	if err := k8s.Create(ctx, kc); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for !meta.IsStatusConditionTrue(kc.Status.Conditions, kqv1.ConditionReady) {
+		if time.Now().After(deadline) {
+			fmt.Fprintln(os.Stderr, "KafkaCluster never Ready")
+			return 1
+		}
+		time.Sleep(200 * time.Millisecond)
+		_ = k8s.Get(ctx, client.ObjectKeyFromObject(kc), kc)
+	}
+	return m.Run()
+}
+
+func skipShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the local apiserver and Kafka rig")
+	}
+}
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "m.yaml")
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const ordersManifest = `apiVersion: kafkaqueues.io/v1alpha1
+kind: ShareQueue
+metadata:
+  name: kq-orders
+spec:
+  clusterRef: {name: local}
+  topic: {partitions: %d, config: {retention.ms: "86400000"}}
+  delivery: {lockDuration: 45s, maxDeliveryAttempts: 4}
+---
+apiVersion: kafkaqueues.io/v1alpha1
+kind: ShareQueue
+metadata:
+  name: kq-too-long
+spec:
+  clusterRef: {name: local}
+  delivery: {lockDuration: 2h}
+`
+
+func TestPlanShowsChangesWithoutApplying(t *testing.T) {
+	skipShort(t)
+	var out bytes.Buffer
+	if err := runPlan([]string{"--kubeconfig", kubeconfig, "-f", writeFile(t, fmt.Sprintf(ordersManifest, 3))}, &out); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, want := range []string{
+		"ShareQueue default/kq-orders",
+		"~ create topic kq-orders: partitions=3 replicationFactor=broker default retention.ms=86400000",
+		"~ group kq-orders: set share.record.lock.duration.ms=45000",
+		"~ group kq-orders: set share.delivery.count.limit=4",
+		"capacity: 6000 in-flight records",
+		"ShareQueue default/kq-too-long",
+		"ConfigValid: False/OutOfBrokerBounds: delivery.lockDuration 2h0m0s (share.record.lock.duration.ms=7200000) is above the brokers' maximum group.share.max.record.lock.duration.ms=60000",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("plan output lacks %q:\n%s", want, s)
+		}
+	}
+	var list kqv1.ShareQueueList
+	if err := k8s.List(context.Background(), &list); err != nil || len(list.Items) != 0 {
+		t.Errorf("plan created objects: %v %d", err, len(list.Items))
+	}
+}
+
+func TestStatusAndPlanOfAppliedQueue(t *testing.T) {
+	skipShort(t)
+	ctx := context.Background()
+	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kq-orders"}, Spec: kqv1.ShareQueueSpec{
+		ClusterRef: kqv1.ClusterReference{Name: "local"},
+		Topic:      kqv1.QueueTopicSpec{Partitions: 3, Config: kqv1.TopicConfigs{"retention.ms": "86400000"}},
+		Delivery:   kqv1.DeliverySpec{LockDuration: &metav1.Duration{Duration: 45 * time.Second}, MaxDeliveryAttempts: ptr(int32(4))},
+	}}
+	if err := k8s.Create(ctx, sq); err != nil {
+		t.Fatal(err)
+	}
+	route := &kqv1.DeadLetterRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kq-orders-dlq"}, Spec: kqv1.DeadLetterRouteSpec{
+		QueueRef: kqv1.QueueReference{Name: "kq-orders"}, Topic: kqv1.DeadLetterTopicSpec{Name: "kq-orders-dlq"}}}
+	if err := k8s.Create(ctx, route); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_ = k8s.Get(ctx, client.ObjectKeyFromObject(sq), sq)
+		if meta.IsStatusConditionTrue(sq.Status.Conditions, kqv1.ConditionReady) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue never Ready: %+v", sq.Status.Conditions)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	var out bytes.Buffer
+	if err := runStatus([]string{"--kubeconfig", kubeconfig, "-o", "json"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	var rows []queueRow
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	var row *queueRow
+	for i := range rows {
+		if rows[i].Name == "kq-orders" {
+			row = &rows[i]
+		}
+	}
+	if row == nil || row.Ready != "True" || row.Lease != "45s" || row.MaxAttempts != "4" || row.Partitions != 3 ||
+		row.MaxInFlight != 6000 || row.InFlightStateBytes != 192000 || !strings.Contains(row.DeadLetterRoute, "kq-orders-dlq") {
+		t.Errorf("status row %+v", row)
+	}
+	out.Reset()
+	if err := runStatus([]string{"--kubeconfig", kubeconfig}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "kq-orders") || !strings.Contains(out.String(), "187.5KiB") {
+		t.Errorf("table:\n%s", out.String())
+	}
+
+	// The applied manifest plans nothing; a partition bump plans a growth.
+	out.Reset()
+	if err := runPlan([]string{"--kubeconfig", kubeconfig, "-f", writeFile(t, strings.SplitN(fmt.Sprintf(ordersManifest, 3), "---", 2)[0])}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "no changes") {
+		t.Errorf("plan of the applied queue:\n%s", out.String())
+	}
+	out.Reset()
+	if err := runPlan([]string{"--kubeconfig", kubeconfig, "-f", writeFile(t, strings.SplitN(fmt.Sprintf(ordersManifest, 5), "---", 2)[0])}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "~ grow topic kq-orders partitions to 5") {
+		t.Errorf("plan of a partition bump:\n%s", out.String())
+	}
+}
+
+func TestImportCheckAgainstLiveCluster(t *testing.T) {
+	skipShort(t)
+	var out, errOut bytes.Buffer
+	err := runImportSQS([]string{"--kubeconfig", kubeconfig, "-f", "../../internal/sqsimport/testdata/max-receive-1000.json", "-n", "default", "--cluster", "local", "--check"}, &out, &errOut)
+	if err == nil || !strings.Contains(errOut.String(), "spec.delivery.maxDeliveryAttempts=1000 is above the brokers' maximum (group.share.max.delivery.count.limit 10)") {
+		t.Errorf("check: err %v stderr %q", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "kind: ShareQueue") {
+		t.Errorf("no YAML written:\n%s", out.String())
+	}
+	errOut.Reset()
+	if err := runImportSQS([]string{"--kubeconfig", kubeconfig, "-f", "../../internal/sqsimport/testdata/standard.json", "-n", "default", "--cluster", "local", "--check"}, &out, &errOut); err != nil {
+		t.Errorf("standard queue refused: %v %s", err, errOut.String())
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
