@@ -19,11 +19,12 @@ generate: ## Generate DeepCopy methods (controller-gen).
 	$(CONTROLLER_GEN) object paths=./api/...
 
 .PHONY: manifests
-manifests: ## Generate CRDs and RBAC into config/ (controller-gen).
+manifests: ## Generate CRDs and RBAC into config/ (controller-gen) and docs/reference.md from the CRDs.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./controllers/... output:rbac:artifacts:config=config/rbac
+	go run ./hack/gen-api-reference > docs/reference.md
 
-GENERATED = api/v1alpha1/zz_generated.deepcopy.go config/crd/bases/*.yaml config/rbac/role.yaml
+GENERATED = api/v1alpha1/zz_generated.deepcopy.go config/crd/bases/*.yaml config/rbac/role.yaml docs/reference.md
 
 .PHONY: verify
 verify: fmt vet ## Regenerate DeepCopy, CRDs and RBAC; fail if they were stale.

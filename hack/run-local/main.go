@@ -40,8 +40,10 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the rig and the manager running after the check, until Ctrl-C")
 	timeout := flag.Duration("timeout", 3*time.Minute, "how long to wait for the samples to settle")
 	kafkaVersion := flag.String("kafka-version", rig.DefaultKafkaVersion, "Apache Kafka release to run")
+	var extra stringList
+	flag.Var(&extra, "apply", "extra manifest file to create after the samples (repeatable), e.g. the output of kqctl import sqs")
 	flag.Parse()
-	if err := run(*keep, *timeout, *kafkaVersion); err != nil {
+	if err := run(*keep, *timeout, *kafkaVersion, extra); err != nil {
 		fmt.Fprintln(os.Stderr, "run-local:", err)
 		os.Exit(1)
 	}
@@ -49,7 +51,12 @@ func main() {
 
 func say(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
 
-func run(keep bool, timeout time.Duration, kafkaVersion string) error {
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func run(keep bool, timeout time.Duration, kafkaVersion string, extra []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := rig.RepoRoot()
@@ -118,6 +125,16 @@ func run(keep bool, timeout time.Duration, kafkaVersion string) error {
 	if err := applySamples(ctx, kc, filepath.Join(root, "config", "samples"), k.BootstrapServers()); err != nil {
 		return err
 	}
+	for _, f := range extra {
+		say("applying %s", f)
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		if err := applyManifests(ctx, kc, f, data, k.BootstrapServers()); err != nil {
+			return err
+		}
+	}
 
 	say("waiting up to %s: orders Ready=True, long-jobs ConfigValid=False", timeout)
 	deadline := time.Now().Add(timeout)
@@ -135,6 +152,22 @@ func run(keep bool, timeout time.Duration, kafkaVersion string) error {
 		}
 	}
 
+	// Give every other queue (e.g. from --apply) a moment to reach a verdict too.
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
+		var qs kqv1.ShareQueueList
+		if err := kc.List(ctx, &qs); err != nil {
+			break
+		}
+		pending := 0
+		for _, q := range qs.Items {
+			if c := meta.FindStatusCondition(q.Status.Conditions, kqv1.ConditionReady); c == nil || c.ObservedGeneration != q.Generation || (c.Status != metav1.ConditionTrue && c.Reason == kqv1.ReasonProgressing) {
+				pending++
+			}
+		}
+		if pending == 0 {
+			break
+		}
+	}
 	if err := report(ctx, kc, k); err != nil {
 		return err
 	}
@@ -166,6 +199,17 @@ func applySamples(ctx context.Context, c client.Client, dir string, bootstrap []
 		if err != nil {
 			return err
 		}
+		if err := applyManifests(ctx, c, f, data, bootstrap); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyManifests creates every object in data (YAML, multi-document); a KafkaCluster's
+// bootstrapServers are pointed at the local broker and a ShareQueue's clusterRef at "local".
+func applyManifests(ctx context.Context, c client.Client, f string, data []byte, bootstrap []string) error {
+	{
 		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 		for {
 			u := &unstructured.Unstructured{}
@@ -178,8 +222,8 @@ func applySamples(ctx context.Context, c client.Client, dir string, bootstrap []
 			if len(u.Object) == 0 {
 				continue
 			}
-			if u.GetNamespace() == "" {
-				u.SetNamespace("default")
+			if u.GetNamespace() == "" || !strings.HasPrefix(f, "kafkaqueues_") {
+				u.SetNamespace("default") // the rig has one namespace worth using
 			}
 			if u.GetKind() == "KafkaCluster" {
 				servers := make([]any, len(bootstrap))
@@ -187,6 +231,9 @@ func applySamples(ctx context.Context, c client.Client, dir string, bootstrap []
 					servers[i] = s
 				}
 				_ = unstructured.SetNestedSlice(u.Object, servers, "spec", "bootstrapServers")
+			}
+			if u.GetKind() == "ShareQueue" && !strings.HasPrefix(f, "kafkaqueues_") {
+				_ = unstructured.SetNestedField(u.Object, "local", "spec", "clusterRef", "name")
 			}
 			if err := c.Create(ctx, u); err != nil {
 				return fmt.Errorf("creating %s %s from %s: %w", u.GetKind(), u.GetName(), f, err)
