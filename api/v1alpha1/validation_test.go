@@ -1,16 +1,22 @@
 package v1alpha1_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -231,4 +237,43 @@ func TestDeadLetterRouteRules(t *testing.T) {
 	badMode := mk("mode")
 	badMode.Spec.Mode = "Sidecar"
 	expectRejected(t, k8s.Create(ctx(t), badMode), "spec.mode")
+}
+
+// Every sample and example manifest is accepted by the real apiserver (server-side dry run).
+func TestSamplesAreAdmitted(t *testing.T) {
+	skipShort(t)
+	files, _ := filepath.Glob(filepath.Join(rig.RepoRoot(), "config", "samples", "*.yaml"))
+	more, _ := filepath.Glob(filepath.Join(rig.RepoRoot(), "config", "samples", "examples", "*.yaml"))
+	files = append(files, more...)
+	n := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "kustomization.yaml") {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				t.Fatalf("%s: %v", f, err)
+			}
+			if len(u.Object) == 0 {
+				continue
+			}
+			u.SetNamespace("default")
+			if err := k8s.Create(ctx(t), u, client.DryRunAll); err != nil {
+				t.Errorf("%s: %s %s refused: %v", filepath.Base(f), u.GetKind(), u.GetName(), err)
+			}
+			n++
+		}
+	}
+	if n < 8 {
+		t.Errorf("only %d sample objects checked", n)
+	}
 }
