@@ -433,3 +433,34 @@ func TestBrokerLossMidLifeAndFinalizerNeverWedges(t *testing.T) {
 	}
 	r.waitQueue(t, live, kqv1.ConditionReady, metav1.ConditionTrue)
 }
+
+// Writes racing the controller (annotation patches while it adds its finalizer with an
+// optimistic lock) produce apiserver conflicts; they are retried and the queue converges.
+func TestApiserverConflictsAreRetried(t *testing.T) {
+	r := startRig(t)
+	ns := r.newNamespace(t)
+	r.newCluster(t, ns)
+	ctx := ctxFor(t)
+	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "contended"}, Spec: kqv1.ShareQueueSpec{
+		ClusterRef: kqv1.ClusterReference{Name: "local"}, DeletionPolicy: kqv1.DeletionPolicyDelete}}
+	if err := r.k8s.Create(ctx, sq); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 40; i++ {
+			p := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"test/churn":"%d"}}}`, i))
+			_ = r.k8s.Patch(context.Background(), sq.DeepCopy(), client.RawPatch("application/merge-patch+json", p))
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	<-done
+	got := r.waitQueue(t, sq, kqv1.ConditionReady, metav1.ConditionTrue)
+	if len(got.Finalizers) != 1 || got.Finalizers[0] != CleanupFinalizer {
+		t.Errorf("finalizers %v after contended updates, want [%s]", got.Finalizers, CleanupFinalizer)
+	}
+	if got.Annotations["test/churn"] != "39" {
+		t.Errorf("a racing write was lost: annotation %q", got.Annotations["test/churn"])
+	}
+}

@@ -53,8 +53,8 @@ func runImportSQS(args []string, stdout, stderr io.Writer) error {
 	file := fs.String("f", "", "SQS attributes JSON (output of aws sqs get-queue-attributes --attribute-names All); - for stdin")
 	name := fs.String("name", "", "ShareQueue name (default: from QueueArn)")
 	ns := fs.String("n", "", "namespace of the generated resources")
-	cluster := fs.String("cluster", "", "KafkaCluster name for spec.clusterRef (default kafka); with --check, read its bounds")
-	check := fs.Bool("check", false, "check the result against the live --cluster's bounds (needs a kubeconfig)")
+	cluster := fs.String("cluster", "", "KafkaCluster for spec.clusterRef (default kafka); when given, the result is checked against that live cluster's bounds (needs a kubeconfig)")
+	noCheck := fs.Bool("no-check", false, "with --cluster, only set clusterRef; do not contact the apiserver")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig path (default: $KUBECONFIG or ~/.kube/config)")
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
@@ -88,11 +88,8 @@ func runImportSQS(args []string, stdout, stderr io.Writer) error {
 	if _, err := stdout.Write(out); err != nil {
 		return err
 	}
-	if !*check {
+	if *cluster == "" || *noCheck {
 		return nil
-	}
-	if *cluster == "" {
-		return errors.New("--check needs --cluster")
 	}
 	c, defNS, err := newClient(*kubeconfig)
 	if err != nil {

@@ -229,7 +229,7 @@ func TestStatusAndPlanOfAppliedQueue(t *testing.T) {
 func TestImportCheckAgainstLiveCluster(t *testing.T) {
 	skipShort(t)
 	var out, errOut bytes.Buffer
-	err := runImportSQS([]string{"--kubeconfig", kubeconfig, "-f", "../../internal/sqsimport/testdata/max-receive-1000.json", "-n", "default", "--cluster", "local", "--check"}, &out, &errOut)
+	err := runImportSQS([]string{"--kubeconfig", kubeconfig, "-f", "../../internal/sqsimport/testdata/max-receive-1000.json", "-n", "default", "--cluster", "local"}, &out, &errOut)
 	if err == nil || !strings.Contains(errOut.String(), "spec.delivery.maxDeliveryAttempts=1000 is above the brokers' maximum (group.share.max.delivery.count.limit 10)") {
 		t.Errorf("check: err %v stderr %q", err, errOut.String())
 	}
@@ -237,9 +237,19 @@ func TestImportCheckAgainstLiveCluster(t *testing.T) {
 		t.Errorf("no YAML written:\n%s", out.String())
 	}
 	errOut.Reset()
-	if err := runImportSQS([]string{"--kubeconfig", kubeconfig, "-f", "../../internal/sqsimport/testdata/standard.json", "-n", "default", "--cluster", "local", "--check"}, &out, &errOut); err != nil {
+	if err := runImportSQS([]string{"--kubeconfig", kubeconfig, "-f", "../../internal/sqsimport/testdata/standard.json", "-n", "default", "--cluster", "local"}, &out, &errOut); err != nil {
 		t.Errorf("standard queue refused: %v %s", err, errOut.String())
 	}
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestImportWithoutClusterNeedsNoAPIServer(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := runImportSQS([]string{"--kubeconfig", "/nonexistent", "-f", "../../internal/sqsimport/testdata/fifo.json", "--cluster", "prod", "--no-check"}, &out, &errOut); err != nil {
+		t.Fatalf("--no-check contacted the apiserver: %v", err)
+	}
+	if !strings.Contains(out.String(), "name: prod") || !strings.Contains(out.String(), "FifoQueue=true") {
+		t.Errorf("output:\n%s", out.String())
+	}
+}

@@ -1,7 +1,7 @@
 // Command kqctl is the kafka-queue-operator user CLI (also usable as the kubectl plugin
 // `kubectl kq` when installed as kubectl-kq):
 //
-//	kqctl import sqs -f attributes.json [--name N] [-n NS] [--cluster KC] [--check]
+//	kqctl import sqs -f attributes.json [--name N] [-n NS] [--cluster KC [--no-check]]
 //	kqctl status [-n NS | -A] [-o table|yaml|json]
 //	kqctl plan -f manifests.yaml [-n NS]
 package main
