@@ -2,12 +2,14 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -340,4 +342,56 @@ func TestQueueFollowsNarrowedBrokerBounds(t *testing.T) {
 	if e := out.Status.Effective.LockDuration; e.Value != "40s" || e.Source != kqv1.SourceClamped {
 		t.Errorf("effective lock after narrowing %+v, want 40s Clamped", e)
 	}
+}
+
+// SASL against a real broker: SCRAM-SHA-512 and PLAIN connect; a wrong password gives
+// Connected=False with a clear reason and no secret in status; fixing the Secret rebuilds the
+// client and the cluster connects.
+func TestSASLConnections(t *testing.T) {
+	r := startRig(t)
+	k, _ := startKafka(t, rig.KafkaOptions{SASLUsers: map[string]string{"alice": "alice-secret"}})
+	ns := r.newNamespace(t)
+	secret := func(name, user, pass string) {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, StringData: map[string]string{"username": user, "password": pass}}
+		if err := r.k8s.Create(ctxFor(t), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secret("good", "alice", "alice-secret")
+	secret("bad", "alice", "wrong-password-123")
+	for _, mech := range []kqv1.SASLMechanism{kqv1.SASLMechanismScramSHA512, kqv1.SASLMechanismScramSHA256, kqv1.SASLMechanismPlain} {
+		name := strings.ToLower(strings.ReplaceAll(string(mech), "-", ""))
+		r.createCluster(t, ns, name, k, func(kc *kqv1.KafkaCluster) {
+			kc.Spec.BootstrapServers = k.SASLBootstrapServers()
+			kc.Spec.SASL = &kqv1.KafkaClusterSASL{Mechanism: mech, SecretName: "good"}
+		}, func(kc *kqv1.KafkaCluster) string {
+			return condIs(kc.Status.Conditions, kqv1.ConditionConnected, metav1.ConditionTrue, "")
+		})
+	}
+	kc := r.createCluster(t, ns, "wrong", k, func(kc *kqv1.KafkaCluster) {
+		kc.Spec.BootstrapServers = k.SASLBootstrapServers()
+		kc.Spec.SASL = &kqv1.KafkaClusterSASL{Mechanism: kqv1.SASLMechanismScramSHA512, SecretName: "bad"}
+	}, func(kc *kqv1.KafkaCluster) string {
+		return condIs(kc.Status.Conditions, kqv1.ConditionConnected, metav1.ConditionFalse, kqv1.ReasonConnectionFailed)
+	})
+	c := findCondition(kc.Status.Conditions, kqv1.ConditionConnected)
+	if !strings.Contains(strings.ToLower(c.Message), "authentication") {
+		t.Errorf("Connected message %q does not say authentication failed", c.Message)
+	}
+	raw, _ := json.Marshal(kc.Status)
+	if strings.Contains(string(raw), "wrong-password-123") {
+		t.Errorf("the password appears in status: %s", raw)
+	}
+	// Fix the Secret: the client is rebuilt and connects.
+	var s corev1.Secret
+	if err := r.k8s.Get(ctxFor(t), client.ObjectKey{Namespace: ns, Name: "bad"}, &s); err != nil {
+		t.Fatal(err)
+	}
+	s.Data = map[string][]byte{"username": []byte("alice"), "password": []byte("alice-secret")}
+	if err := r.k8s.Update(ctxFor(t), &s); err != nil {
+		t.Fatal(err)
+	}
+	r.waitCluster(t, kc, func(kc *kqv1.KafkaCluster) string {
+		return condIs(kc.Status.Conditions, kqv1.ConditionConnected, metav1.ConditionTrue, "")
+	})
 }

@@ -41,6 +41,10 @@ type KafkaOptions struct {
 	BrokerProps map[string]string
 	// Dir is where data and logs go (default: a new temp dir, removed by Stop).
 	Dir string
+	// SASLUsers, when set, adds a SASL_PLAINTEXT listener on each node accepting these
+	// users (name → password) with SCRAM-SHA-256, SCRAM-SHA-512 (credentials stored at format
+	// time) and PLAIN. Node.SASLPort is its port.
+	SASLUsers map[string]string
 	// Log receives progress lines (default: discarded).
 	Log func(format string, args ...any)
 }
@@ -50,9 +54,11 @@ type Node struct {
 	ID             int32
 	Port           int
 	ControllerPort int
-	Dir            string
-	LogFile        string
-	propsFile      string
+	// SASLPort is the SASL_PLAINTEXT listener's port (0 without KafkaOptions.SASLUsers).
+	SASLPort  int
+	Dir       string
+	LogFile   string
+	propsFile string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -106,13 +112,16 @@ func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
 		k.ClusterID = base64.RawURLEncoding.EncodeToString(id[:])
 	}
 
-	ports, err := freePorts(2 * opts.Brokers)
+	ports, err := freePorts(3 * opts.Brokers)
 	if err != nil {
 		return nil, err
 	}
 	var voters []string
 	for i := 0; i < opts.Brokers; i++ {
-		n := &Node{ID: int32(i + 1), Port: ports[2*i], ControllerPort: ports[2*i+1]}
+		n := &Node{ID: int32(i + 1), Port: ports[3*i], ControllerPort: ports[3*i+1]}
+		if len(opts.SASLUsers) > 0 {
+			n.SASLPort = ports[3*i+2]
+		}
 		n.Dir = filepath.Join(k.Options.Dir, fmt.Sprintf("node-%d", n.ID))
 		n.LogFile = filepath.Join(n.Dir, "server.log")
 		k.Nodes = append(k.Nodes, n)
@@ -150,6 +159,19 @@ func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
 			"num.io.threads":                                   "4",
 			"log.flush.interval.messages":                      "1000000",
 		}
+		if n.SASLPort != 0 {
+			props["listeners"] += fmt.Sprintf(",SASL://127.0.0.1:%d", n.SASLPort)
+			props["advertised.listeners"] += fmt.Sprintf(",SASL://127.0.0.1:%d", n.SASLPort)
+			props["listener.security.protocol.map"] += ",SASL:SASL_PLAINTEXT"
+			props["sasl.enabled.mechanisms"] = "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN"
+			props["listener.name.sasl.scram-sha-256.sasl.jaas.config"] = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+			props["listener.name.sasl.scram-sha-512.sasl.jaas.config"] = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+			plain := "org.apache.kafka.common.security.plain.PlainLoginModule required"
+			for u, pw := range opts.SASLUsers {
+				plain += fmt.Sprintf(" user_%s=\"%s\"", u, pw)
+			}
+			props["listener.name.sasl.plain.sasl.jaas.config"] = plain + ";"
+		}
 		maps.Copy(props, opts.BrokerProps)
 		if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 			return nil, err
@@ -164,6 +186,11 @@ func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
 		}
 		for _, f := range opts.Features {
 			args = append(args, "--feature", f)
+		}
+		for u, pw := range opts.SASLUsers {
+			for _, mech := range []string{"SCRAM-SHA-256", "SCRAM-SHA-512"} {
+				args = append(args, "--add-scram", fmt.Sprintf("%s=[name=%s,password=%s]", mech, u, pw))
+			}
 		}
 		cmd := exec.CommandContext(ctx, "java", append([]string{"-cp", cp, "-Dlog4j2.configurationFile=" + log4j}, args...)...)
 		out, err := cmd.CombinedOutput()
@@ -182,6 +209,17 @@ func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
 	ok = true
 	opts.Log("kafka %s: %d broker(s) up at %s (cluster %s, dir %s)", opts.Version, opts.Brokers, k.Bootstrap(), k.ClusterID, k.Options.Dir)
 	return k, nil
+}
+
+// SASLBootstrapServers returns host:port of every node's SASL_PLAINTEXT listener.
+func (k *Kafka) SASLBootstrapServers() []string {
+	var s []string
+	for _, n := range k.Nodes {
+		if n.SASLPort != 0 {
+			s = append(s, fmt.Sprintf("127.0.0.1:%d", n.SASLPort))
+		}
+	}
+	return s
 }
 
 // Bootstrap returns the comma-separated bootstrap list.
