@@ -395,3 +395,47 @@ func TestSASLConnections(t *testing.T) {
 		return condIs(kc.Status.Conditions, kqv1.ConditionConnected, metav1.ConditionTrue, "")
 	})
 }
+
+// TLS against a real broker: with the CA from a Secret the cluster connects; without it
+// (system roots) the certificate is refused with a clear message; a CA Secret that holds no
+// PEM is SecretInvalid.
+func TestTLSConnections(t *testing.T) {
+	r := startRig(t)
+	ca, err := rig.NewTestCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := ca.ServerCert()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := startKafka(t, rig.KafkaOptions{TLS: server})
+	ns := r.newNamespace(t)
+	for name, data := range map[string]string{"ca": ca.CertPEM, "not-pem": "hello"} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, StringData: map[string]string{"ca.crt": data}}
+		if err := r.k8s.Create(ctxFor(t), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.createCluster(t, ns, "tls", k, func(kc *kqv1.KafkaCluster) {
+		kc.Spec.BootstrapServers = k.TLSBootstrapServers()
+		kc.Spec.TLS = &kqv1.KafkaClusterTLS{CASecretRef: &kqv1.SecretKeyReference{Name: "ca", Key: "ca.crt"}}
+	}, func(kc *kqv1.KafkaCluster) string {
+		return condIs(kc.Status.Conditions, kqv1.ConditionReady, metav1.ConditionTrue, "")
+	})
+	kc := r.createCluster(t, ns, "no-ca", k, func(kc *kqv1.KafkaCluster) {
+		kc.Spec.BootstrapServers = k.TLSBootstrapServers()
+		kc.Spec.TLS = &kqv1.KafkaClusterTLS{}
+	}, func(kc *kqv1.KafkaCluster) string {
+		return condIs(kc.Status.Conditions, kqv1.ConditionConnected, metav1.ConditionFalse, kqv1.ReasonConnectionFailed)
+	})
+	if c := findCondition(kc.Status.Conditions, kqv1.ConditionConnected); !strings.Contains(c.Message, "certificate") {
+		t.Errorf("Connected message %q does not mention the certificate", c.Message)
+	}
+	r.createCluster(t, ns, "bad-ca", k, func(kc *kqv1.KafkaCluster) {
+		kc.Spec.BootstrapServers = k.TLSBootstrapServers()
+		kc.Spec.TLS = &kqv1.KafkaClusterTLS{CASecretRef: &kqv1.SecretKeyReference{Name: "not-pem", Key: "ca.crt"}}
+	}, func(kc *kqv1.KafkaCluster) string {
+		return condIs(kc.Status.Conditions, kqv1.ConditionConnected, metav1.ConditionFalse, kqv1.ReasonSecretInvalid)
+	})
+}

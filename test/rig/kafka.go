@@ -45,6 +45,9 @@ type KafkaOptions struct {
 	// users (name → password) with SCRAM-SHA-256, SCRAM-SHA-512 (credentials stored at format
 	// time) and PLAIN. Node.SASLPort is its port.
 	SASLUsers map[string]string
+	// TLS, when set, adds an SSL listener serving this PEM certificate chain and PKCS#8 key.
+	// Node.TLSPort is its port.
+	TLS *TLSMaterial
 	// Log receives progress lines (default: discarded).
 	Log func(format string, args ...any)
 }
@@ -55,7 +58,9 @@ type Node struct {
 	Port           int
 	ControllerPort int
 	// SASLPort is the SASL_PLAINTEXT listener's port (0 without KafkaOptions.SASLUsers).
-	SASLPort  int
+	SASLPort int
+	// TLSPort is the SSL listener's port (0 without KafkaOptions.TLS).
+	TLSPort   int
 	Dir       string
 	LogFile   string
 	propsFile string
@@ -112,15 +117,18 @@ func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
 		k.ClusterID = base64.RawURLEncoding.EncodeToString(id[:])
 	}
 
-	ports, err := freePorts(3 * opts.Brokers)
+	ports, err := freePorts(4 * opts.Brokers)
 	if err != nil {
 		return nil, err
 	}
 	var voters []string
 	for i := 0; i < opts.Brokers; i++ {
-		n := &Node{ID: int32(i + 1), Port: ports[3*i], ControllerPort: ports[3*i+1]}
+		n := &Node{ID: int32(i + 1), Port: ports[4*i], ControllerPort: ports[4*i+1]}
 		if len(opts.SASLUsers) > 0 {
-			n.SASLPort = ports[3*i+2]
+			n.SASLPort = ports[4*i+2]
+		}
+		if opts.TLS != nil {
+			n.TLSPort = ports[4*i+3]
 		}
 		n.Dir = filepath.Join(k.Options.Dir, fmt.Sprintf("node-%d", n.ID))
 		n.LogFile = filepath.Join(n.Dir, "server.log")
@@ -172,6 +180,14 @@ func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
 			}
 			props["listener.name.sasl.plain.sasl.jaas.config"] = plain + ";"
 		}
+		if n.TLSPort != 0 {
+			props["listeners"] += fmt.Sprintf(",SSL://127.0.0.1:%d", n.TLSPort)
+			props["advertised.listeners"] += fmt.Sprintf(",SSL://127.0.0.1:%d", n.TLSPort)
+			props["listener.security.protocol.map"] += ",SSL:SSL"
+			props["listener.name.ssl.ssl.keystore.type"] = "PEM"
+			props["listener.name.ssl.ssl.keystore.certificate.chain"] = propEscape(opts.TLS.CertPEM)
+			props["listener.name.ssl.ssl.keystore.key"] = propEscape(opts.TLS.KeyPEM)
+		}
 		maps.Copy(props, opts.BrokerProps)
 		if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 			return nil, err
@@ -209,6 +225,24 @@ func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
 	ok = true
 	opts.Log("kafka %s: %d broker(s) up at %s (cluster %s, dir %s)", opts.Version, opts.Brokers, k.Bootstrap(), k.ClusterID, k.Options.Dir)
 	return k, nil
+}
+
+// TLSMaterial is a PEM server certificate chain and its unencrypted PKCS#8 private key.
+type TLSMaterial struct{ CertPEM, KeyPEM string }
+
+// propEscape writes a multi-line value as one .properties line (java.util.Properties reads
+// \n back as a newline).
+func propEscape(v string) string { return strings.ReplaceAll(strings.TrimSpace(v), "\n", `\n`) }
+
+// TLSBootstrapServers returns host:port of every node's SSL listener.
+func (k *Kafka) TLSBootstrapServers() []string {
+	var s []string
+	for _, n := range k.Nodes {
+		if n.TLSPort != 0 {
+			s = append(s, fmt.Sprintf("127.0.0.1:%d", n.TLSPort))
+		}
+	}
+	return s
 }
 
 // SASLBootstrapServers returns host:port of every node's SASL_PLAINTEXT listener.
