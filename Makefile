@@ -23,8 +23,10 @@ manifests: ## Generate CRDs and RBAC into config/ (controller-gen) and docs/refe
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./controllers/... output:rbac:artifacts:config=config/rbac
 	go run ./hack/gen-api-reference > docs/reference.md
+	cp config/crd/bases/*.yaml charts/kafka-queue-operator/files/crds/
+	cp config/rbac/role.yaml charts/kafka-queue-operator/files/rbac/role.yaml
 
-GENERATED = api/v1alpha1/zz_generated.deepcopy.go config/crd/bases/*.yaml config/rbac/role.yaml docs/reference.md
+GENERATED = api/v1alpha1/zz_generated.deepcopy.go config/crd/bases/*.yaml config/rbac/role.yaml docs/reference.md charts/kafka-queue-operator/files/crds/*.yaml charts/kafka-queue-operator/files/rbac/role.yaml
 
 .PHONY: verify
 verify: fmt vet ## Regenerate DeepCopy, CRDs and RBAC; fail if they were stale.
@@ -65,6 +67,15 @@ test-unit: ## Run only the tests that need no apiserver or broker.
 .PHONY: fuzz
 fuzz: ## Fuzz the ShareQueue plan for 60s.
 	go test -short -run XXX -fuzz FuzzPlanQueue -fuzztime 60s ./controllers/
+
+##@ Helm
+
+HELM := go tool -modfile=hack/tools/go.mod helm
+
+.PHONY: helm-lint
+helm-lint: ## Lint and render the chart (helm from the Go module proxy, pinned in hack/tools/go.mod).
+	$(HELM) lint charts/kafka-queue-operator --set kafka.bootstrapServers={kafka:9092}
+	$(HELM) template kqo charts/kafka-queue-operator --kube-version 1.37.2 --set kafka.bootstrapServers={kafka:9092} >/dev/null
 
 ##@ Build
 
