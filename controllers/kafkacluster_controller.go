@@ -52,6 +52,7 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.Get(ctx, req.NamespacedName, &kc); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Pool.Remove(req.String())
+			featureLevel.DeletePartialMatch(map[string]string{"namespace": req.Namespace, "name": req.Name})
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -136,6 +137,9 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 	}
 
+	for _, f := range status.FinalizedFeatures {
+		featureLevel.WithLabelValues(kc.Namespace, kc.Name, f.Name).Set(float64(f.Level))
+	}
 	conditions := kc.Status.Conditions
 	kc.Status = status
 	kc.Status.Conditions = conditions

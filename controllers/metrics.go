@@ -1,8 +1,12 @@
 package controllers
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
 )
 
 // Operator metrics, served with controller-runtime's on the manager's metrics endpoint.
@@ -21,8 +25,41 @@ var (
 		Name: "kafkaqueues_out_of_bounds_rejections_total",
 		Help: "Delivery values not written because they lie outside the brokers' KIP-1240 bounds (boundsPolicy Reject).",
 	}, []string{"kind", "config"})
+	// Kafka admin calls: api is one of about a dozen Kafka API names; outcome is ok, a
+	// Kafka error code name, timeout or transport (a few dozen at most).
+	kafkaRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kafkaqueues_kafka_requests_total",
+		Help: "Kafka admin calls made by the operator, by Kafka API and outcome.",
+	}, []string{"api", "outcome"})
+	kafkaLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kafkaqueues_kafka_request_duration_seconds",
+		Help:    "Latency of the operator's Kafka admin calls, by Kafka API.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 8), // 1 ms … 16 s
+	}, []string{"api"})
+	// One series per ShareQueue (namespace, name): bounded by the number of queues; removed
+	// when the queue is deleted.
+	queueLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kafkaqueues_queue_lag_records",
+		Help: "Share-group lag of a ShareQueue (records not yet acknowledged past the share-partition start offsets).",
+	}, []string{"namespace", "name"})
+	queueMembers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kafkaqueues_queue_members",
+		Help: "Consumers in a ShareQueue's share group.",
+	}, []string{"namespace", "name"})
+	// One series per KafkaCluster and finalized feature (about 6 features).
+	featureLevel = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kafkaqueues_cluster_feature_level",
+		Help: "Finalized feature level reported by a KafkaCluster's brokers (share.version, metadata.version, ...).",
+	}, []string{"namespace", "name", "feature"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(driftCorrections, driftDetections, outOfBoundsRejections)
+	metrics.Registry.MustRegister(driftCorrections, driftDetections, outOfBoundsRejections,
+		kafkaRequests, kafkaLatency, queueLag, queueMembers, featureLevel)
+}
+
+// observeKafka records one admin call (wired into every Kafka client by SetupAll).
+func observeKafka(api string, latency time.Duration, err error) {
+	kafkaRequests.WithLabelValues(api, kafka.Outcome(err)).Inc()
+	kafkaLatency.WithLabelValues(api).Observe(latency.Seconds())
 }

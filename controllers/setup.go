@@ -30,6 +30,7 @@ type Options struct {
 // SetupAll registers every reconciler with the manager, sharing one Kafka client pool (one
 // long-lived client per KafkaCluster).
 func SetupAll(mgr ctrl.Manager, pool *kafka.Pool, opts Options) error {
+	pool.SetObserver(observeKafka)
 	recorder := mgr.GetEventRecorder("kafka-queue-operator")
 	if err := (&KafkaClusterReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder,

@@ -68,6 +68,10 @@ func (r *ShareQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	logger := log.FromContext(ctx)
 	var sq kqv1.ShareQueue
 	if err := r.Get(ctx, req.NamespacedName, &sq); err != nil {
+		if apierrors.IsNotFound(err) {
+			queueLag.DeleteLabelValues(req.Namespace, req.Name)
+			queueMembers.DeleteLabelValues(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	mode := reconcileMode(sq.Annotations)
@@ -380,6 +384,12 @@ func (r *ShareQueueReconciler) report(sq *kqv1.ShareQueue, plan *queuePlan, res 
 	}
 	st.Partitions, st.ReplicationFactor = res.partitions, res.rf
 	st.Group = group
+	if group != nil {
+		queueMembers.WithLabelValues(sq.Namespace, sq.Name).Set(float64(group.Members))
+		if group.TotalLag != nil {
+			queueLag.WithLabelValues(sq.Namespace, sq.Name).Set(float64(*group.TotalLag))
+		}
+	}
 
 	topicCond, groupCond, validCond := plan.TopicReady, plan.GroupConfig, plan.ConfigValid
 	effective := plan.Effective

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 )
@@ -30,12 +31,16 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Hooks are extra kgo hooks (metrics, request counting in tests).
 	Hooks []kgo.Hook
+	// Observe, when set, is called after every admin call with the Kafka API name, its
+	// latency and its outcome: nil, the request error, or the first per-item error.
+	Observe func(api string, latency time.Duration, err error)
 }
 
 // Client is a long-lived admin connection to one Kafka cluster. It is safe for concurrent use.
 type Client struct {
-	cl  *kgo.Client
-	adm *kadm.Client
+	cl      *kgo.Client
+	adm     *kadm.Client
+	observe func(api string, latency time.Duration, err error)
 }
 
 // NewClient builds a client. It does not contact the brokers; the first call does.
@@ -74,7 +79,7 @@ func NewClient(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka: building client: %w", err)
 	}
-	return &Client{cl: cl, adm: kadm.NewClient(cl)}, nil
+	return &Client{cl: cl, adm: kadm.NewClient(cl), observe: cfg.Observe}, nil
 }
 
 // Close releases the client's connections.
@@ -84,4 +89,37 @@ func (c *Client) Close() { c.cl.Close() }
 func (c *Client) Ping(ctx context.Context) error {
 	_, err := c.adm.BrokerMetadata(ctx)
 	return wrap("Metadata", "", err)
+}
+
+// record reports one admin call to Config.Observe.
+func (c *Client) record(api string, start time.Time, err error) {
+	if c.observe != nil {
+		c.observe(api, time.Since(start), err)
+	}
+}
+
+// firstItemErr returns the first non-nil error of a per-item result map, for metrics.
+func firstItemErr[K comparable](m map[K]error) error {
+	for _, e := range m {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// Outcome names an error for metrics: "ok", the Kafka error code (INVALID_CONFIG, ...),
+// "timeout" or "transport".
+func Outcome(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Message
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "timeout"
+	}
+	return "transport"
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -44,7 +45,9 @@ func (ci ClusterInfo) FeatureLevel(name string) int16 { return ci.Finalized[name
 // and supported features (ApiVersions to every broker). Features are read from what brokers
 // report, never inferred from API keys: a 4.1 broker advertises share APIs with
 // share.version 0.
-func (c *Client) DescribeCluster(ctx context.Context) (ClusterInfo, error) {
+func (c *Client) DescribeCluster(ctx context.Context) (out_ ClusterInfo, err_ error) {
+	start := time.Now()
+	defer func() { c.record("ApiVersions+Metadata", start, err_) }()
 	// A direct request, not franz-go's metadata cache: brokers joining or leaving must show.
 	req := kmsg.NewPtrMetadataRequest()
 	req.Topics = []kmsg.MetadataRequestTopic{}
@@ -118,7 +121,9 @@ func (c *Client) DescribeCluster(ctx context.Context) (ClusterInfo, error) {
 // UpdateFeature raises (upgradeType 1) a finalized feature to level with UpdateFeatures. It
 // never requests a downgrade. Errors: the request's, or the feature's item error (for
 // example INVALID_UPDATE_VERSION when a broker does not support the level).
-func (c *Client) UpdateFeature(ctx context.Context, name string, level int16) error {
+func (c *Client) UpdateFeature(ctx context.Context, name string, level int16) (err_ error) {
+	start := time.Now()
+	defer func() { c.record("UpdateFeatures", start, err_) }()
 	res, err := c.adm.UpdateFeatures(ctx, false, kadm.FeatureUpdate{Feature: name, MaxVersionLevel: level, UpgradeType: 1})
 	if err != nil {
 		return wrap("UpdateFeatures", name, err)
@@ -145,7 +150,9 @@ func (bc BrokerConfigs) Int(name string) (int64, bool) {
 
 // DescribeBrokerConfigs reads every config of one broker (DescribeConfigs on a BROKER
 // resource). Sensitive values are omitted.
-func (c *Client) DescribeBrokerConfigs(ctx context.Context, brokerID int32) (BrokerConfigs, error) {
+func (c *Client) DescribeBrokerConfigs(ctx context.Context, brokerID int32) (out_ BrokerConfigs, err_ error) {
+	start := time.Now()
+	defer func() { c.record("DescribeConfigs", start, err_) }()
 	rcs, err := c.adm.DescribeBrokerConfigs(ctx, brokerID)
 	if err != nil {
 		return nil, wrap("DescribeConfigs", "broker "+strconv.Itoa(int(brokerID)), err)

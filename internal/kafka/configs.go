@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -56,7 +57,9 @@ type ResourceConfigs struct {
 // DescribeConfigs reads the configs of many topics and groups in as few requests as the
 // client's sharding allows (topic and group resources go to any broker). Per-resource
 // failures (unknown topic, group configs unsupported) are in the result's Err.
-func (c *Client) DescribeConfigs(ctx context.Context, keys []ResourceKey) (map[ResourceKey]ResourceConfigs, error) {
+func (c *Client) DescribeConfigs(ctx context.Context, keys []ResourceKey) (out_ map[ResourceKey]ResourceConfigs, err_ error) {
+	start := time.Now()
+	defer func() { c.record("DescribeConfigs", start, err_) }()
 	out := make(map[ResourceKey]ResourceConfigs, len(keys))
 	if len(keys) == 0 {
 		return out, nil
@@ -123,7 +126,15 @@ type Alteration struct {
 // The map holds each resource's item error (nil on success); INVALID_CONFIG carries the
 // broker's message, which names the bound for KIP-1240 rejections. Altering a GROUP needs
 // ALTER_CONFIGS on the group.
-func (c *Client) IncrementalAlterConfigs(ctx context.Context, alts []Alteration) (map[ResourceKey]error, error) {
+func (c *Client) IncrementalAlterConfigs(ctx context.Context, alts []Alteration) (out_ map[ResourceKey]error, err_ error) {
+	start := time.Now()
+	defer func() {
+		e := err_
+		if e == nil {
+			e = firstItemErr(out_)
+		}
+		c.record("IncrementalAlterConfigs", start, e)
+	}()
 	out := make(map[ResourceKey]error, len(alts))
 	if len(alts) == 0 {
 		return out, nil

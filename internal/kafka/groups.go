@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -24,7 +25,9 @@ type ShareGroup struct {
 // DescribeShareGroups describes share groups and their lag (DescribeShareGroups and
 // DescribeShareGroupOffsets, KIP-932). Needs share.version >= 1: brokers answer
 // UNSUPPORTED_VERSION otherwise, reported in each group's Err.
-func (c *Client) DescribeShareGroups(ctx context.Context, ids ...string) (map[string]ShareGroup, error) {
+func (c *Client) DescribeShareGroups(ctx context.Context, ids ...string) (out_ map[string]ShareGroup, err_ error) {
+	start := time.Now()
+	defer func() { c.record("ShareGroupDescribe", start, err_) }()
 	out := make(map[string]ShareGroup, len(ids))
 	if len(ids) == 0 {
 		return out, nil
@@ -86,7 +89,15 @@ func (c *Client) DescribeShareGroups(ctx context.Context, ids ...string) (map[st
 
 // DeleteShareGroups deletes share groups (DeleteGroups). A group that does not exist is not
 // an error; NON_EMPTY_GROUP is, while consumers are connected.
-func (c *Client) DeleteShareGroups(ctx context.Context, ids ...string) (map[string]error, error) {
+func (c *Client) DeleteShareGroups(ctx context.Context, ids ...string) (out_ map[string]error, err_ error) {
+	start := time.Now()
+	defer func() {
+		e := err_
+		if e == nil {
+			e = firstItemErr(out_)
+		}
+		c.record("DeleteGroups", start, e)
+	}()
 	out := make(map[string]error, len(ids))
 	if len(ids) == 0 {
 		return out, nil

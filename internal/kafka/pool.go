@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -13,6 +14,14 @@ type Pool struct {
 	mu      sync.Mutex
 	clients map[string]pooledClient
 	hooks   []kgo.Hook
+	observe func(api string, latency time.Duration, err error)
+}
+
+// SetObserver sets Config.Observe for the clients the pool builds from now on.
+func (p *Pool) SetObserver(fn func(api string, latency time.Duration, err error)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.observe = fn
 }
 
 type pooledClient struct {
@@ -42,6 +51,9 @@ func (p *Pool) Get(key, fingerprint string, build func() (Config, error)) (*Clie
 		return nil, err
 	}
 	cfg.Hooks = append(append([]kgo.Hook(nil), p.hooks...), cfg.Hooks...)
+	if cfg.Observe == nil {
+		cfg.Observe = p.observe
+	}
 	c, err := NewClient(cfg)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 )
@@ -12,7 +13,9 @@ import (
 // first broker is the preferred leader). The brokers copy data in the background; use
 // ReassigningPartitions to see when they are done. Item errors are joined into one error
 // naming each partition.
-func (c *Client) AlterPartitionAssignments(ctx context.Context, topic string, assignments map[int32][]int32) error {
+func (c *Client) AlterPartitionAssignments(ctx context.Context, topic string, assignments map[int32][]int32) (err_ error) {
+	start := time.Now()
+	defer func() { c.record("AlterPartitionAssignments", start, err_) }()
 	if len(assignments) == 0 {
 		return nil
 	}

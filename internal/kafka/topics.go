@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -42,7 +43,9 @@ func (t Topic) UnderReplicated() int32 {
 // DescribeTopics reads the metadata of the named topics in one Metadata request sent to a
 // broker (never franz-go's metadata cache, which may be seconds old; auto creation off).
 // Missing topics have Err with IsNotFound.
-func (c *Client) DescribeTopics(ctx context.Context, names ...string) (map[string]Topic, error) {
+func (c *Client) DescribeTopics(ctx context.Context, names ...string) (out_ map[string]Topic, err_ error) {
+	start := time.Now()
+	defer func() { c.record("Metadata", start, err_) }()
 	out := make(map[string]Topic, len(names))
 	if len(names) == 0 {
 		return out, nil
@@ -112,7 +115,17 @@ type CreatedTopic struct {
 
 // CreateTopics creates many topics in one request to the controller, each with its own
 // partitions, replication factor and configs.
-func (c *Client) CreateTopics(ctx context.Context, topics []NewTopic) (map[string]CreatedTopic, error) {
+func (c *Client) CreateTopics(ctx context.Context, topics []NewTopic) (out_ map[string]CreatedTopic, err_ error) {
+	start := time.Now()
+	defer func() {
+		e := err_
+		for _, ct := range out_ {
+			if e == nil && ct.Err != nil {
+				e = ct.Err
+			}
+		}
+		c.record("CreateTopics", start, e)
+	}()
 	out := make(map[string]CreatedTopic, len(topics))
 	if len(topics) == 0 {
 		return out, nil
@@ -155,7 +168,15 @@ func (c *Client) CreateTopics(ctx context.Context, topics []NewTopic) (map[strin
 
 // GrowPartitions raises each topic's partition count to the given total (CreatePartitions).
 // Item errors: INVALID_PARTITIONS when the total is not larger, UNKNOWN_TOPIC_OR_PARTITION.
-func (c *Client) GrowPartitions(ctx context.Context, totals map[string]int32) (map[string]error, error) {
+func (c *Client) GrowPartitions(ctx context.Context, totals map[string]int32) (out_ map[string]error, err_ error) {
+	start := time.Now()
+	defer func() {
+		e := err_
+		if e == nil {
+			e = firstItemErr(out_)
+		}
+		c.record("CreatePartitions", start, e)
+	}()
 	out := make(map[string]error, len(totals))
 	if len(totals) == 0 {
 		return out, nil
@@ -179,7 +200,15 @@ func (c *Client) GrowPartitions(ctx context.Context, totals map[string]int32) (m
 }
 
 // DeleteTopics deletes the named topics. A topic that is already gone is not an error.
-func (c *Client) DeleteTopics(ctx context.Context, names ...string) (map[string]error, error) {
+func (c *Client) DeleteTopics(ctx context.Context, names ...string) (out_ map[string]error, err_ error) {
+	start := time.Now()
+	defer func() {
+		e := err_
+		if e == nil {
+			e = firstItemErr(out_)
+		}
+		c.record("DeleteTopics", start, e)
+	}()
 	out := make(map[string]error, len(names))
 	if len(names) == 0 {
 		return out, nil
