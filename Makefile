@@ -46,7 +46,7 @@ vet: ## Run go vet.
 ##@ Local rig (no Docker)
 
 .PHONY: rig-bins
-rig-bins: ## Build kube-apiserver + etcd and resolve the Kafka jars (cached in ~/.cache/kafka-queue-operator).
+rig-bins: ## Build kube-apiserver + etcd and resolve the Kafka jars (cached in $KQO_CACHE, default ~/.cache/kafka-queue-operator).
 	hack/build-envtest-bins.sh
 	hack/kafka-classpath.sh $(KAFKA_VERSION)
 

@@ -439,3 +439,58 @@ func TestTLSConnections(t *testing.T) {
 		return condIs(kc.Status.Conditions, kqv1.ConditionConnected, metav1.ConditionFalse, kqv1.ReasonSecretInvalid)
 	})
 }
+
+// Mutual TLS: a listener requiring client certificates accepts the one from the KafkaCluster's
+// kubernetes.io/tls Secret and refuses a cluster without one; serverName is checked.
+func TestMutualTLSAndServerName(t *testing.T) {
+	r := startRig(t)
+	ca, err := rig.NewTestCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := ca.ServerCert()
+	if err != nil {
+		t.Fatal(err)
+	}
+	server.ClientCAPEM = ca.CertPEM
+	clientCert, err := ca.ClientCert()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := startKafka(t, rig.KafkaOptions{TLS: server})
+	ns := r.newNamespace(t)
+	for _, s := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ca"}, StringData: map[string]string{"ca.crt": ca.CertPEM}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "client"}, Type: corev1.SecretTypeTLS,
+			StringData: map[string]string{"tls.crt": clientCert.CertPEM, "tls.key": clientCert.KeyPEM}},
+	} {
+		if err := r.k8s.Create(ctxFor(t), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tlsSpec := func(client, serverName string) *kqv1.KafkaClusterTLS {
+		return &kqv1.KafkaClusterTLS{CASecretRef: &kqv1.SecretKeyReference{Name: "ca", Key: "ca.crt"}, ClientCertSecretName: client, ServerName: serverName}
+	}
+	r.createCluster(t, ns, "mtls", k, func(kc *kqv1.KafkaCluster) {
+		kc.Spec.BootstrapServers, kc.Spec.TLS = k.TLSBootstrapServers(), tlsSpec("client", "localhost")
+	}, func(kc *kqv1.KafkaCluster) string {
+		return condIs(kc.Status.Conditions, kqv1.ConditionConnected, metav1.ConditionTrue, "")
+	})
+	r.createCluster(t, ns, "no-client-cert", k, func(kc *kqv1.KafkaCluster) {
+		kc.Spec.BootstrapServers, kc.Spec.TLS = k.TLSBootstrapServers(), tlsSpec("", "")
+	}, func(kc *kqv1.KafkaCluster) string {
+		return condIs(kc.Status.Conditions, kqv1.ConditionConnected, metav1.ConditionFalse, kqv1.ReasonConnectionFailed)
+	})
+	kc := r.createCluster(t, ns, "wrong-name", k, func(kc *kqv1.KafkaCluster) {
+		kc.Spec.BootstrapServers, kc.Spec.TLS = k.TLSBootstrapServers(), tlsSpec("client", "kafka.example.com")
+	}, func(kc *kqv1.KafkaCluster) string {
+		return condIs(kc.Status.Conditions, kqv1.ConditionConnected, metav1.ConditionFalse, kqv1.ReasonConnectionFailed)
+	})
+	if c := findCondition(kc.Status.Conditions, kqv1.ConditionConnected); !strings.Contains(c.Message, "kafka.example.com") {
+		t.Errorf("serverName mismatch message %q does not name the expected name", c.Message)
+	}
+	raw, _ := json.Marshal(kc.Status)
+	if strings.Contains(string(raw), "PRIVATE KEY") {
+		t.Errorf("key material in status")
+	}
+}

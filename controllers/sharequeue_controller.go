@@ -92,6 +92,7 @@ func (r *ShareQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 			in = condInput{metav1.ConditionFalse, kqv1.ReasonInvalidReconcileMode, fmt.Sprintf("annotation kafkaqueues.io/reconcile=%q is not one of Active, Paused, ObserveOnly, Plan; nothing is read or written until it is fixed", sq.Annotations[kqv1.ReconcileAnnotation])}
 		}
 		setCondition(&sq.Status.Conditions, kqv1.ConditionReconciling, in, gen)
+		sq.Status.ObservedGeneration = gen // the status describes this generation: paused
 		return ctrl.Result{}, r.patchStatus(ctx, original, &sq)
 	}
 

@@ -14,8 +14,25 @@ CACHE="${KQO_CACHE:-$HOME/.cache/kafka-queue-operator}"
 RECIPE=2
 OUT="$CACHE/envtest/k8s-${KUBE_VERSION}-etcd-${ETCD_VERSION}-r${RECIPE}"
 
+# finish prints the directory envtest should use. envtest starts these binaries as children of
+# the test process; wrappers make them die with it (setpriv --pdeathsig, util-linux) instead
+# of lingering when a test run is killed hard.
+finish() {
+  if command -v setpriv >/dev/null 2>&1; then
+    mkdir -p "$OUT/wrapped"
+    for b in kube-apiserver etcd; do
+      printf '#!/bin/sh\nexec setpriv --pdeathsig KILL "%s/%s" "$@"\n' "$OUT" "$b" > "$OUT/wrapped/$b.tmp"
+      chmod +x "$OUT/wrapped/$b.tmp"
+      mv "$OUT/wrapped/$b.tmp" "$OUT/wrapped/$b"
+    done
+    echo "$OUT/wrapped"
+  else
+    echo "$OUT"
+  fi
+}
+
 if [[ -x "$OUT/kube-apiserver" && -x "$OUT/etcd" ]]; then
-  echo "$OUT"
+  finish
   exit 0
 fi
 mkdir -p "$OUT"
@@ -23,7 +40,7 @@ mkdir -p "$OUT"
 exec 9>"$OUT.lock"
 flock 9
 if [[ -x "$OUT/kube-apiserver" && -x "$OUT/etcd" ]]; then
-  echo "$OUT"
+  finish
   exit 0
 fi
 work="$(mktemp -d)"
@@ -79,4 +96,4 @@ GO
   CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$OUT/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver >&2
   mv "$OUT/kube-apiserver.tmp" "$OUT/kube-apiserver"
 fi
-echo "$OUT"
+finish

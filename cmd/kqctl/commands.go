@@ -172,7 +172,7 @@ func runStatus(args []string, stdout io.Writer) error {
 		}
 		mode := string(r.Status.EffectiveMode)
 		if mode == "" {
-			mode = string(r.Spec.Mode)
+			mode = string(r.Spec.Mode) + ", not reconciled yet"
 		}
 		routeOf[r.Namespace+"/"+r.Spec.QueueRef.Name] = fmt.Sprintf("%s (%s → %s)", r.Name, mode, topic)
 	}

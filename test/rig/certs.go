@@ -39,7 +39,12 @@ func NewTestCA() (*TestCA, error) {
 }
 
 // ServerCert issues a server certificate for 127.0.0.1 and localhost.
-func (ca *TestCA) ServerCert() (*TLSMaterial, error) {
+func (ca *TestCA) ServerCert() (*TLSMaterial, error) { return ca.issue(x509.ExtKeyUsageServerAuth) }
+
+// ClientCert issues a client certificate (for mutual TLS).
+func (ca *TestCA) ClientCert() (*TLSMaterial, error) { return ca.issue(x509.ExtKeyUsageClientAuth) }
+
+func (ca *TestCA) issue(usage x509.ExtKeyUsage) (*TLSMaterial, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -48,7 +53,7 @@ func (ca *TestCA) ServerCert() (*TLSMaterial, error) {
 		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "localhost"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {

@@ -187,6 +187,11 @@ func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
 			props["listener.name.ssl.ssl.keystore.type"] = "PEM"
 			props["listener.name.ssl.ssl.keystore.certificate.chain"] = propEscape(opts.TLS.CertPEM)
 			props["listener.name.ssl.ssl.keystore.key"] = propEscape(opts.TLS.KeyPEM)
+			if opts.TLS.ClientCAPEM != "" {
+				props["listener.name.ssl.ssl.client.auth"] = "required"
+				props["listener.name.ssl.ssl.truststore.type"] = "PEM"
+				props["listener.name.ssl.ssl.truststore.certificates"] = propEscape(opts.TLS.ClientCAPEM)
+			}
 		}
 		maps.Copy(props, opts.BrokerProps)
 		if err := os.MkdirAll(n.Dir, 0o755); err != nil {
@@ -228,7 +233,11 @@ func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
 }
 
 // TLSMaterial is a PEM server certificate chain and its unencrypted PKCS#8 private key.
-type TLSMaterial struct{ CertPEM, KeyPEM string }
+type TLSMaterial struct {
+	CertPEM, KeyPEM string
+	// ClientCAPEM, when set, makes the listener require client certificates signed by it.
+	ClientCAPEM string
+}
 
 // propEscape writes a multi-line value as one .properties line (java.util.Properties reads
 // \n back as a newline).

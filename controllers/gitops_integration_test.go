@@ -1,0 +1,207 @@
+package controllers
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
+)
+
+// argoHealth runs docs/gitops/argocd-health.lua on obj (as Argo CD does) and returns
+// hs.status and hs.message.
+func argoHealth(t *testing.T, obj *unstructured.Unstructured) (string, string) {
+	t.Helper()
+	script, err := os.ReadFile(filepath.Join(rig.RepoRoot(), "docs", "gitops", "argocd-health.lua"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	L := lua.NewState()
+	defer L.Close()
+	L.SetGlobal("obj", toLua(L, obj.Object))
+	if err := L.DoString("function health()\n" + string(script) + "\nend\nhs = health()"); err != nil {
+		t.Fatalf("lua: %v", err)
+	}
+	hs := L.GetGlobal("hs").(*lua.LTable)
+	return hs.RawGetString("status").String(), hs.RawGetString("message").String()
+}
+
+func toLua(L *lua.LState, v any) lua.LValue {
+	switch x := v.(type) {
+	case map[string]any:
+		t := L.NewTable()
+		for k, e := range x {
+			t.RawSetString(k, toLua(L, e))
+		}
+		return t
+	case []any:
+		t := L.NewTable()
+		for _, e := range x {
+			t.Append(toLua(L, e))
+		}
+		return t
+	case string:
+		return lua.LString(x)
+	case bool:
+		return lua.LBool(x)
+	case int64:
+		return lua.LNumber(x)
+	case float64:
+		return lua.LNumber(x)
+	case nil:
+		return lua.LNil
+	default:
+		return lua.LString("")
+	}
+}
+
+func asUnstructured(t *testing.T, obj runtime.Object) *unstructured.Unstructured {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: m}
+}
+
+// Real status objects the operator wrote, in each state, read by kstatus (Flux, kpt,
+// cli-utils) and by the Argo CD health script from docs/gitops.
+func TestGitOpsHealth(t *testing.T) {
+	r := startRig(t)
+	ns := r.newNamespace(t)
+	r.newCluster(t, ns)
+	ctx := ctxFor(t)
+	mk := func(name string, mut func(*kqv1.ShareQueue)) *kqv1.ShareQueue {
+		sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-" + ns}, Spec: kqv1.ShareQueueSpec{ClusterRef: kqv1.ClusterReference{Name: "local"}}}
+		if mut != nil {
+			mut(sq)
+		}
+		if err := r.k8s.Create(ctx, sq); err != nil {
+			t.Fatal(err)
+		}
+		return sq
+	}
+	ready := r.waitQueue(t, mk("healthy", nil), kqv1.ConditionReady, metav1.ConditionTrue)
+	stalled := r.waitQueue(t, mk("stalled", func(sq *kqv1.ShareQueue) {
+		sq.Spec.Delivery.LockDuration = &metav1.Duration{Duration: 5 * time.Minute}
+	}), kqv1.ConditionStalled, metav1.ConditionTrue)
+	waiting := r.waitQueue(t, mk("waiting", func(sq *kqv1.ShareQueue) { sq.Spec.ClusterRef.Name = "not-yet" }), kqv1.ConditionReconciling, metav1.ConditionTrue)
+	paused := r.waitQueue(t, mk("paused", func(sq *kqv1.ShareQueue) {
+		sq.Annotations = map[string]string{kqv1.ReconcileAnnotation: kqv1.ReconcilePaused}
+		sq.Spec.Delivery.MaxDeliveryAttempts = ptr.To[int32](3)
+	}), kqv1.ConditionReconciling, metav1.ConditionFalse)
+	cases := []struct {
+		obj        runtime.Object
+		kstatus    status.Status
+		argo       string
+		argoReason string
+	}{
+		{ready, status.CurrentStatus, "Healthy", "configured"},
+		{stalled, status.FailedStatus, "Degraded", "OutOfBrokerBounds"},
+		{waiting, status.InProgressStatus, "Progressing", "ClusterNotFound"},
+		{paused, status.CurrentStatus, "Suspended", "Paused"},
+	}
+	for _, tc := range cases {
+		u := asUnstructured(t, tc.obj)
+		res, err := status.Compute(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != tc.kstatus {
+			t.Errorf("%s: kstatus %s (%s), want %s", u.GetName(), res.Status, res.Message, tc.kstatus)
+		}
+		hs, msg := argoHealth(t, u)
+		if hs != tc.argo || !strings.Contains(msg, tc.argoReason) {
+			t.Errorf("%s: Argo CD health %s %q, want %s containing %q", u.GetName(), hs, msg, tc.argo, tc.argoReason)
+		}
+	}
+	// A spec change not yet observed is Progressing for both.
+	u := asUnstructured(t, ready)
+	u.SetGeneration(ready.Generation + 1)
+	if res, _ := status.Compute(u); res.Status != status.InProgressStatus {
+		t.Errorf("unobserved generation: kstatus %s", res.Status)
+	}
+	if hs, _ := argoHealth(t, u); hs != "Progressing" {
+		t.Errorf("unobserved generation: Argo CD %s", hs)
+	}
+	// The KafkaCluster too.
+	var kc kqv1.KafkaCluster
+	if err := r.k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "local"}, &kc); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := status.Compute(asUnstructured(t, &kc)); res.Status != status.CurrentStatus {
+		t.Errorf("KafkaCluster kstatus %s", res.Status)
+	}
+	if hs, _ := argoHealth(t, asUnstructured(t, &kc)); hs != "Healthy" {
+		t.Errorf("KafkaCluster Argo CD %s", hs)
+	}
+}
+
+// Server-side apply of the same manifest twice changes nothing and makes the operator do no
+// Kafka writes and no status writes.
+func TestServerSideApplyTwiceIsQuiet(t *testing.T) {
+	r := startRig(t)
+	ns := r.newNamespace(t)
+	r.newCluster(t, ns)
+	ctx := ctxFor(t)
+	manifest := func() *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "kafkaqueues.io/v1alpha1", "kind": "ShareQueue",
+			"metadata": map[string]any{"name": "ssa-" + ns, "namespace": ns},
+			"spec": map[string]any{
+				"clusterRef": map[string]any{"name": "local"},
+				"topic":      map[string]any{"partitions": int64(2), "config": map[string]any{"retention.ms": "86400000"}},
+				"delivery":   map[string]any{"lockDuration": "30s", "maxDeliveryAttempts": int64(4)},
+			},
+		}}
+	}
+	if err := r.k8s.Patch(ctx, manifest(), client.Apply, client.FieldOwner("gitops"), client.ForceOwnership); err != nil {
+		t.Fatal(err)
+	}
+	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ssa-" + ns}}
+	settled := r.waitQueue(t, sq, kqv1.ConditionReady, metav1.ConditionTrue)
+	eventually(t, 30*time.Second, func() string {
+		if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(sq), settled); err != nil {
+			return err.Error()
+		}
+		if settled.Status.Group == nil {
+			return "group state not read yet"
+		}
+		return ""
+	})
+	time.Sleep(time.Second)
+	if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(sq), settled); err != nil {
+		t.Fatal(err)
+	}
+	before := r.counter.Snapshot()
+	second := manifest()
+	if err := r.k8s.Patch(ctx, second, client.Apply, client.FieldOwner("gitops"), client.ForceOwnership); err != nil {
+		t.Fatal(err)
+	}
+	if second.GetResourceVersion() != settled.ResourceVersion {
+		t.Errorf("second apply changed the object: resourceVersion %s -> %s", settled.ResourceVersion, second.GetResourceVersion())
+	}
+	time.Sleep(2 * time.Second)
+	var now kqv1.ShareQueue
+	if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(sq), &now); err != nil {
+		t.Fatal(err)
+	}
+	if now.ResourceVersion != settled.ResourceVersion {
+		t.Errorf("status churn after the second apply: resourceVersion %s -> %s", settled.ResourceVersion, now.ResourceVersion)
+	}
+	if w := kafka.Writes(kafka.Diff(before, r.counter.Snapshot())); w != 0 {
+		t.Errorf("%d Kafka writes after a no-op apply", w)
+	}
+}
