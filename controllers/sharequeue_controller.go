@@ -159,6 +159,13 @@ func (r *ShareQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 
 	// --- plan
 	plan := planQueue(&sq, obs)
+	logger = logger.WithValues("kafkaCluster", kc.Name, "clusterID", kc.Status.ClusterID, "topic", sq.Status.TopicName, "group", sq.Status.GroupID)
+	ctx = log.IntoContext(ctx, logger)
+	if !plan.Empty() {
+		logger.Info("kafka changes planned", "mode", mode, "changes", plan.Changes())
+	} else {
+		logger.V(1).Info("in sync with kafka")
+	}
 	res := applyResult{topicID: obs.Topic.ID, partitions: plan.Partitions, rf: obs.Topic.ReplicationFactor}
 
 	// --- apply
@@ -184,6 +191,9 @@ func (r *ShareQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	r.report(&sq, &plan, res, group, mode)
 	if err := r.patchStatus(ctx, original, &sq); err != nil {
 		return ctrl.Result{}, err
+	}
+	if res.topicErr != nil || res.groupErr != nil {
+		logger.Info("brokers refused a change", "topicError", errString(res.topicErr), "groupError", errString(res.groupErr))
 	}
 	if res.transient != nil {
 		logger.Info("kafka request failed; retrying", "error", res.transient.Error())
@@ -482,7 +492,8 @@ func (r *ShareQueueReconciler) report(sq *kqv1.ShareQueue, plan *queuePlan, res 
 		ready = condInput{metav1.ConditionFalse, reason, fmt.Sprintf("annotation kafkaqueues.io/reconcile=%s: %d change(s) computed in status.plannedChanges, none applied", mode, len(st.PlannedChanges))}
 	}
 	prev := findCondition(st.Conditions, kqv1.ConditionReady)
-	if ready.Status == metav1.ConditionFalse && (prev == nil || prev.Reason != ready.Reason) && stallingReasons[ready.Reason] {
+	if ready.Status == metav1.ConditionFalse && (prev == nil || prev.Reason != ready.Reason) && ready.Reason != kqv1.ReasonPlanned && ready.Reason != kqv1.ReasonObserveOnly {
+		// Every new failure reason gets one Warning event (not one per reconcile).
 		r.event(sq, corev1.EventTypeWarning, ready.Reason, "Reconcile", ready.Message)
 	}
 	setKstatus(&st.Conditions, ready, stallingReasons[ready.Reason], gen)
@@ -492,6 +503,9 @@ func (r *ShareQueueReconciler) report(sq *kqv1.ShareQueue, plan *queuePlan, res 
 // connected, Kafka unavailable).
 func (r *ShareQueueReconciler) waiting(sq *kqv1.ShareQueue, reason, msg string) {
 	gen := sq.Generation
+	if prev := findCondition(sq.Status.Conditions, kqv1.ConditionReady); prev == nil || prev.Reason != reason {
+		r.event(sq, corev1.EventTypeWarning, reason, "Reconcile", msg)
+	}
 	in := condInput{metav1.ConditionFalse, reason, msg}
 	if reason == kqv1.ReasonKafkaUnavailable {
 		in.Status = metav1.ConditionUnknown
@@ -722,4 +736,11 @@ func (r *ShareQueueReconciler) queuesOfCluster(ctx context.Context, o client.Obj
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: sq.Namespace, Name: sq.Name}})
 	}
 	return reqs
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
