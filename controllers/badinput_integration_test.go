@@ -1,10 +1,7 @@
 package controllers
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,7 +11,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -65,18 +61,8 @@ func loadBadInput(t *testing.T) []badCase {
 		if m := condExpect.FindStringSubmatch(c.expect); m != nil {
 			c.expect, c.kind, c.condType, c.status, c.reason = "condition", m[1], m[2], metav1.ConditionStatus(m[3]), m[4]
 		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-		for {
-			u := &unstructured.Unstructured{}
-			if err := dec.Decode(&u.Object); err != nil {
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				t.Fatalf("%s: %v", c.file, err)
-			}
-			if len(u.Object) > 0 {
-				c.docs = append(c.docs, u)
-			}
+		if c.docs, err = rig.DecodeManifests(data); err != nil {
+			t.Fatalf("%s: %v", c.file, err)
 		}
 		if c.expect == "" || len(c.messages) == 0 || len(c.docs) == 0 {
 			t.Fatalf("%s: needs '# expect:', '# message:' and a manifest", c.file)

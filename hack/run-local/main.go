@@ -8,12 +8,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -209,19 +206,12 @@ func applySamples(ctx context.Context, c client.Client, dir string, bootstrap []
 // applyManifests creates every object in data (YAML, multi-document); a KafkaCluster's
 // bootstrapServers are pointed at the local broker and a ShareQueue's clusterRef at "local".
 func applyManifests(ctx context.Context, c client.Client, f string, data []byte, bootstrap []string) error {
-	{
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-		for {
-			u := &unstructured.Unstructured{}
-			if err := dec.Decode(&u.Object); err != nil {
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				return fmt.Errorf("%s: %w", f, err)
-			}
-			if len(u.Object) == 0 {
-				continue
-			}
+	objs, err := rig.DecodeManifests(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", f, err)
+	}
+	for _, u := range objs {
+		{
 			if u.GetNamespace() == "" || !strings.HasPrefix(f, "kafkaqueues_") {
 				u.SetNamespace("default") // the rig has one namespace worth using
 			}
