@@ -68,6 +68,14 @@ test-unit: ## Run only the tests that need no apiserver or broker.
 fuzz: ## Fuzz the ShareQueue plan for 60s.
 	go test -short -run XXX -fuzz FuzzPlanQueue -fuzztime 60s ./controllers/
 
+##@ Benchmark
+
+BENCH_N ?= 100,1000
+
+.PHONY: bench
+bench: rig-bins ## Measure time to Ready, Kafka requests, apiserver writes, no-op resync, RSS for BENCH_N queues.
+	go run ./hack/bench -n $(BENCH_N)
+
 ##@ Helm
 
 HELM := go tool -modfile=hack/tools/go.mod helm

@@ -38,6 +38,10 @@ func main() {
 	flag.IntVar(&opts.ClusterConcurrency, "kafkacluster-concurrency", 4, "KafkaClusters probed in parallel.")
 	flag.IntVar(&opts.QueueConcurrency, "sharequeue-concurrency", 8, "ShareQueues reconciled in parallel.")
 	flag.DurationVar(&opts.FinalizerTimeout, "finalizer-timeout", 10*time.Minute, "How long deleting a deletionPolicy: Delete ShareQueue waits for an unreachable cluster before releasing its finalizer (leaving Kafka untouched).")
+	var kubeQPS float64
+	var kubeBurst int
+	flag.Float64Var(&kubeQPS, "kube-api-qps", 100, "Requests per second the manager may send to the apiserver (status patches and Events dominate at scale).")
+	flag.IntVar(&kubeBurst, "kube-api-burst", 200, "Burst of apiserver requests above --kube-api-qps.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -48,7 +52,9 @@ func main() {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(kqv1.AddToScheme(scheme))
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	restCfg := ctrl.GetConfigOrDie()
+	restCfg.QPS, restCfg.Burst = float32(kubeQPS), kubeBurst
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme: scheme,
 		Metrics: metricsserver.Options{
 			BindAddress: metricsAddr,
