@@ -229,4 +229,3 @@ func peakRSS() string {
 }
 
 func ptr[T any](v T) *T { return &v }
-
