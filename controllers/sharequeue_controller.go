@@ -279,6 +279,21 @@ type applyResult struct {
 // apply makes the plan's Kafka writes: one CreateTopics, one CreatePartitions and one
 // IncrementalAlterConfigs (topic and group together) at most; none when the plan is empty.
 func (r *ShareQueueReconciler) apply(ctx context.Context, cl *kafka.Client, sq *kqv1.ShareQueue, plan *queuePlan, res applyResult) applyResult {
+	// One Normal event per reconcile lists every Kafka change made (its reason is the first
+	// change's kind), so a new queue costs one Event write rather than one per change.
+	var reason string
+	var done []string
+	applied := func(why, what string) {
+		if reason == "" {
+			reason = why
+		}
+		done = append(done, what)
+	}
+	defer func() {
+		if len(done) > 0 {
+			r.event(sq, corev1.EventTypeNormal, reason, "Apply", strings.Join(done, "; "))
+		}
+	}()
 	classify := func(err error, target *error) {
 		if err == nil {
 			return
@@ -309,7 +324,7 @@ func (r *ShareQueueReconciler) apply(ctx context.Context, cl *kafka.Client, sq *
 			}
 		} else {
 			res.topicID, res.topicCreated, res.partitions, res.rf = ct.ID, true, ct.Partitions, ct.ReplicationFactor
-			r.event(sq, corev1.EventTypeNormal, "TopicCreated", "CreateTopic", strings.Join(plan.Changes()[:1], ""))
+			applied("TopicCreated", plan.Changes()[0])
 		}
 	}
 	if plan.GrowPartitionsTo > 0 {
@@ -321,7 +336,7 @@ func (r *ShareQueueReconciler) apply(ctx context.Context, cl *kafka.Client, sq *
 			classify(err, &res.topicErr)
 		} else {
 			res.partitions = plan.GrowPartitionsTo
-			r.event(sq, corev1.EventTypeNormal, "PartitionsGrown", "GrowPartitions", fmt.Sprintf("topic %s grown to %d partitions", plan.TopicName, plan.GrowPartitionsTo))
+			applied("PartitionsGrown", fmt.Sprintf("topic %s grown to %d partitions", plan.TopicName, plan.GrowPartitionsTo))
 		}
 	}
 	var alts []kafka.Alteration
@@ -345,14 +360,14 @@ func (r *ShareQueueReconciler) apply(ctx context.Context, cl *kafka.Client, sq *
 				if e := out[topicKey]; e != nil {
 					classify(e, &res.topicErr)
 				} else {
-					r.event(sq, corev1.EventTypeNormal, "TopicConfigUpdated", "AlterConfigs", changesOf(plan.TopicConfigs, "topic "+plan.TopicName))
+					applied("TopicConfigUpdated", changesOf(plan.TopicConfigs, "topic "+plan.TopicName))
 				}
 			}
 			if len(plan.GroupConfigs) > 0 {
 				if e := out[groupKey]; e != nil {
 					classify(e, &res.groupErr)
 				} else {
-					r.event(sq, corev1.EventTypeNormal, "GroupConfigUpdated", "AlterConfigs", changesOf(plan.GroupConfigs, "group "+plan.GroupID))
+					applied("GroupConfigUpdated", changesOf(plan.GroupConfigs, "group "+plan.GroupID))
 				}
 			}
 		}
