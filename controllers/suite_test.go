@@ -54,9 +54,7 @@ func TestMain(m *testing.M) {
 // startRig starts (once) and returns the shared rig; it fails the test if the rig cannot start.
 func startRig(t *testing.T) *testRig {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test: needs the local apiserver and Kafka rig")
-	}
+	rig.SkipWithoutRig(t, "the local apiserver and Kafka rig")
 	rigOnce.Do(func() { rigVal, rigErr = newTestRig() })
 	if rigErr != nil {
 		t.Fatalf("starting the test rig: %v", rigErr)

@@ -58,9 +58,7 @@ func ctx(t *testing.T) context.Context {
 }
 
 func skipShort(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs the local kube-apiserver")
-	}
+	rig.SkipWithoutRig(t, "the local kube-apiserver")
 }
 
 func validQueue(name string) *kqv1.ShareQueue {

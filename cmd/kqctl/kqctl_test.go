@@ -97,9 +97,7 @@ func runWithRig(m *testing.M) int {
 }
 
 func skipShort(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs the local apiserver and Kafka rig")
-	}
+	rig.SkipWithoutRig(t, "the local apiserver and Kafka rig")
 }
 
 func writeFile(t *testing.T, content string) string {

@@ -36,9 +36,7 @@ func TestMain(m *testing.M) {
 
 func newClient(t *testing.T, hooks ...kgo.Hook) *kafka.Client {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("needs a real Kafka broker")
-	}
+	rig.SkipWithoutRig(t, "a real Kafka broker")
 	c, err := kafka.NewClient(kafka.Config{BootstrapServers: broker.BootstrapServers(), Hooks: hooks})
 	if err != nil {
 		t.Fatal(err)

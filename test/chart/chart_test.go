@@ -107,9 +107,7 @@ func TestValuesSchemaRejectsBadValues(t *testing.T) {
 }
 
 func TestChartInstallReconcilesAsItsServiceAccount(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs the local apiserver and Kafka rig")
-	}
+	rig.SkipWithoutRig(t, "the local apiserver and Kafka rig")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	k, err := rig.StartKafka(ctx, rig.KafkaOptions{})

@@ -60,9 +60,7 @@ func startManager(t *testing.T, bin, kubeconfig, logPath string) *manager {
 // converges, each topic is created once and recognised as the queue's own, no queue reports
 // someone else's topic, and a SIGTERM then stops the manager cleanly.
 func TestManagerKilledMidReconcileConverges(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs the local apiserver and Kafka rig")
-	}
+	rig.SkipWithoutRig(t, "the local apiserver and Kafka rig")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
