@@ -118,3 +118,14 @@ func clientFor(ctx context.Context, secrets client.Reader, pool *kafka.Pool, kc 
 	fp := hex.EncodeToString(h.Sum(nil))
 	return pool.Get(clusterKey(kc), fp, func() (kafka.Config, error) { return cfg, nil })
 }
+
+// pooledClientFor returns the KafkaCluster's client from the pool, where the KafkaCluster
+// reconciler keeps it current (rebuilt when settings or Secrets change). Only when the pool
+// has none yet (the manager just started) is it built here, reading the Secrets; queue
+// reconciles therefore do not re-read Secrets from the apiserver on every pass.
+func pooledClientFor(ctx context.Context, secrets client.Reader, pool *kafka.Pool, kc *kqv1.KafkaCluster) (*kafka.Client, error) {
+	if cl, ok := pool.Peek(clusterKey(kc)); ok {
+		return cl, nil
+	}
+	return clientFor(ctx, secrets, pool, kc)
+}

@@ -125,7 +125,7 @@ func (r *ShareQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	kctx, cancel := context.WithTimeout(ctx, r.KafkaTimeout)
 	defer cancel()
-	cl, err := clientFor(kctx, r.APIReader, r.Pool, &kc)
+	cl, err := pooledClientFor(kctx, r.APIReader, r.Pool, &kc)
 	if err != nil {
 		r.waiting(&sq, kqv1.ReasonClusterNotReady, fmt.Sprintf("KafkaCluster %s: %v", kc.Name, err))
 		return ctrl.Result{}, errors.Join(err, r.patchStatus(ctx, original, &sq))
@@ -597,7 +597,7 @@ func (r *ShareQueueReconciler) finalize(ctx context.Context, sq *kqv1.ShareQueue
 	}
 	kctx, cancel := context.WithTimeout(ctx, r.KafkaTimeout)
 	defer cancel()
-	cl, err := clientFor(kctx, r.APIReader, r.Pool, &kc)
+	cl, err := pooledClientFor(kctx, r.APIReader, r.Pool, &kc)
 	if err != nil {
 		return giveUp(fmt.Sprintf("cannot build a client for KafkaCluster %s: %v", kc.Name, err))
 	}
