@@ -142,12 +142,8 @@ func TestFinalizeShareVersionOnRelease41Cluster(t *testing.T) {
 		t.Errorf("brokers report share.version %d (%v), want 1", info.FeatureLevel("share.version"), err)
 	}
 	got = r.waitQueue(t, sq, kqv1.ConditionReady, metav1.ConditionTrue)
-	eventually(t, 10*time.Second, func() string {
-		cfgs, err := admin.DescribeConfigs(ctxFor(t), []kafka.ResourceKey{groupKey})
-		if err != nil {
-			return err.Error()
-		}
-		if e := cfgs[groupKey].Configs["share.delivery.count.limit"]; e.Value != "4" || !e.IsOverride() {
+	waitConfig(t, admin, groupKey, "share.delivery.count.limit", func(e kafka.ConfigEntry) string {
+		if e.Value != "4" || !e.IsOverride() {
 			return fmt.Sprintf("group config after finalize: %+v", e)
 		}
 		return ""

@@ -222,12 +222,8 @@ func TestShareQueueOutOfBoundsIsRejectedWithCondition(t *testing.T) {
 	if c.Reason != kqv1.ReasonClampedToBrokerBounds || !strings.Contains(c.Message, "wrote 1m0s") {
 		t.Errorf("ConfigValid after Clamp: %+v", c)
 	}
-	eventually(t, 10*time.Second, func() string {
-		cfgs, err := r.admin.DescribeConfigs(ctx, []kafka.ResourceKey{groupKey})
-		if err != nil {
-			return err.Error()
-		}
-		if e := cfgs[groupKey].Configs["share.record.lock.duration.ms"]; e.Value != "60000" || !e.IsOverride() {
+	waitConfig(t, r.admin, groupKey, "share.record.lock.duration.ms", func(e kafka.ConfigEntry) string {
+		if e.Value != "60000" || !e.IsOverride() {
 			return fmt.Sprintf("clamped lock duration in Kafka: %+v, want 60000", e)
 		}
 		return ""
@@ -297,12 +293,8 @@ func TestShareQueueDeletionPolicies(t *testing.T) {
 		t.Errorf("Retain: topic %s gone after CR deletion: %v", retain.Status.TopicName, topics[retain.Status.TopicName].Err)
 	}
 	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: "drop"}
-	eventually(t, 10*time.Second, func() string {
-		cfgs, err := r.admin.DescribeConfigs(ctx, []kafka.ResourceKey{groupKey})
-		if err != nil {
-			return err.Error()
-		}
-		if e := cfgs[groupKey].Configs["share.delivery.count.limit"]; e.IsOverride() {
+	waitConfig(t, r.admin, groupKey, "share.delivery.count.limit", func(e kafka.ConfigEntry) string {
+		if e.IsOverride() {
 			return fmt.Sprintf("Delete: group config override survived: %+v", e)
 		}
 		return ""

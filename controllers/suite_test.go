@@ -199,3 +199,16 @@ func (r *testRig) waitQueue(t *testing.T, sq *kqv1.ShareQueue, typ string, want 
 	})
 	return out
 }
+
+// waitConfig polls one config of a topic or group (brokers serve DescribeConfigs from a
+// metadata image that trails the controller's commit) until check returns "".
+func waitConfig(t *testing.T, admin *kafka.Client, key kafka.ResourceKey, name string, check func(kafka.ConfigEntry) string) {
+	t.Helper()
+	eventually(t, 10*time.Second, func() string {
+		cfgs, err := admin.DescribeConfigs(ctxFor(t), []kafka.ResourceKey{key})
+		if err != nil {
+			return err.Error()
+		}
+		return check(cfgs[key].Configs[name])
+	})
+}
