@@ -609,7 +609,7 @@ func (r *ShareQueueReconciler) finalize(ctx context.Context, sq *kqv1.ShareQueue
 	topicShared, groupShared := "", ""
 	for _, c := range others {
 		who := c.queue.Namespace + "/" + c.queue.Name
-		if c.what == "topic "+topicName || topicNameOf(c.queue) == topicName {
+		if topicNameOf(c.queue) == topicName {
 			topicShared = who
 		}
 		if groupIDOf(c.queue) == groupID {
