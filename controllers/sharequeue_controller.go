@@ -143,6 +143,7 @@ func (r *ShareQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 			r.event(&sq, corev1.EventTypeWarning, kqv1.ReasonConflict, "Reconcile", msg)
 		}
 		setCondition(&sq.Status.Conditions, kqv1.ConditionConflict, condInput{metav1.ConditionTrue, kqv1.ReasonConflict, msg}, gen)
+		setCondition(&sq.Status.Conditions, kqv1.ConditionTopicReady, condInput{metav1.ConditionFalse, kqv1.ReasonConflict, msg}, gen)
 		setKstatus(&sq.Status.Conditions, condInput{metav1.ConditionFalse, kqv1.ReasonConflict, msg}, true, gen)
 		sq.Status.PlannedChanges = nil
 		return ctrl.Result{}, r.patchStatus(ctx, original, &sq)

@@ -261,7 +261,7 @@ func runPlan(args []string, stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	n := 0
+	n, failed := 0, 0
 	for {
 		var raw map[string]any
 		if err := dec.Decode(&raw); err != nil {
@@ -286,6 +286,7 @@ func runPlan(args []string, stdout io.Writer) error {
 		p, err := controllers.PreviewQueue(ctx, c, &sq)
 		if err != nil {
 			fmt.Fprintf(stdout, "ShareQueue %s/%s: cannot plan: %v\n\n", sq.Namespace, sq.Name, err)
+			failed++
 			continue
 		}
 		fmt.Fprintf(stdout, "ShareQueue %s\n", p.Queue)
@@ -313,6 +314,9 @@ func runPlan(args []string, stdout io.Writer) error {
 	}
 	if n == 0 {
 		return errors.New("no ShareQueue in " + *file)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d ShareQueue(s) could not be planned", failed, n)
 	}
 	return nil
 }

@@ -251,3 +251,13 @@ func TestImportWithoutClusterNeedsNoAPIServer(t *testing.T) {
 		t.Errorf("output:\n%s", out.String())
 	}
 }
+
+// Regression: plan exited 0 when a queue could not be planned (missing cluster).
+func TestPlanFailsWhenAQueueCannotBePlanned(t *testing.T) {
+	rig.SkipWithoutRig(t, "the local apiserver and Kafka rig")
+	var out bytes.Buffer
+	err := runPlan([]string{"--kubeconfig", kubeconfig, "-f", writeFile(t, "apiVersion: kafkaqueues.io/v1alpha1\nkind: ShareQueue\nmetadata: {name: ghost}\nspec: {clusterRef: {name: nope}}\n")}, &out)
+	if err == nil || !strings.Contains(out.String(), `spec.clusterRef.name "nope"`) {
+		t.Errorf("err %v, output %q", err, out.String())
+	}
+}

@@ -61,6 +61,15 @@ func run(keep bool, timeout time.Duration, kafkaVersion string, extra []string) 
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return err
 	}
+	// One rig at a time: a second run would overwrite the first one's kubeconfig and log.
+	lock, err := os.OpenFile(filepath.Join(work, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return fmt.Errorf("another run-local is using %s (stop it first; to add manifests, start with --keep --apply FILE): %w", work, err)
+	}
 
 	say("building the manager")
 	managerBin := filepath.Join(work, "manager")

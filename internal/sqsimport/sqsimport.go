@@ -135,9 +135,9 @@ func Convert(attrs Attributes, opts Options) (*Result, error) {
 		v := attrs[k]
 		switch k {
 		case "VisibilityTimeout":
-			secs, err := strconv.Atoi(v)
+			secs, err := sqsInt(k, v, 0, 43200) // SQS: 0 s – 12 h
 			if err != nil {
-				return nil, fmt.Errorf("VisibilityTimeout %q: %w", v, err)
+				return nil, err
 			}
 			d := time.Duration(secs) * time.Second
 			note := fmt.Sprintf("%d s → share.record.lock.duration.ms=%d; SQS caps a message's total visibility at 12 h, while Kafka lets consumers renew a lock without limit (renewAcknowledge)", secs, secs*1000)
@@ -148,11 +148,11 @@ func Convert(attrs Attributes, opts Options) (*Result, error) {
 			q.Spec.Delivery.LockDuration = &metav1.Duration{Duration: d}
 			res.Mapped = append(res.Mapped, Mapping{k, v, "spec.delivery.lockDuration", note})
 		case "MessageRetentionPeriod":
-			secs, err := strconv.ParseInt(v, 10, 64)
+			secs, err := sqsInt(k, v, 60, 1209600) // SQS: 60 s – 14 d
 			if err != nil {
-				return nil, fmt.Errorf("MessageRetentionPeriod %q: %w", v, err)
+				return nil, err
 			}
-			setTopicConfig(q, "retention.ms", strconv.FormatInt(secs*1000, 10))
+			setTopicConfig(q, "retention.ms", strconv.FormatInt(int64(secs)*1000, 10))
 			res.Mapped = append(res.Mapped, Mapping{k, v, "spec.topic.config[retention.ms]",
 				fmt.Sprintf("%d s → retention.ms=%d; Kafka keeps records for the whole period whether or not they were acknowledged", secs, secs*1000)})
 		case "MaximumMessageSize":
@@ -167,9 +167,12 @@ func Convert(attrs Attributes, opts Options) (*Result, error) {
 			if err := json.Unmarshal([]byte(v), &rp); err != nil {
 				return nil, fmt.Errorf("RedrivePolicy %q: %w", v, err)
 			}
-			count, err := strconv.Atoi(strings.Trim(fmt.Sprint(rp.MaxReceiveCount), `"`))
+			if rp.MaxReceiveCount == nil {
+				return nil, fmt.Errorf("RedrivePolicy %s has no maxReceiveCount", v)
+			}
+			count, err := sqsInt("RedrivePolicy.maxReceiveCount", strings.Trim(fmt.Sprint(rp.MaxReceiveCount), `"`), 1, 1000) // SQS: 1 – 1000
 			if err != nil {
-				return nil, fmt.Errorf("RedrivePolicy maxReceiveCount %v: %w", rp.MaxReceiveCount, err)
+				return nil, err
 			}
 			attempts := int32(count)
 			if attempts < 2 {
@@ -207,6 +210,19 @@ func Convert(attrs Attributes, opts Options) (*Result, error) {
 		res.Warnings = append(res.Warnings, "this is a FIFO queue: a ShareQueue does not preserve order or deduplicate; check the consumers tolerate both")
 	}
 	return res, nil
+}
+
+// sqsInt parses an SQS integer attribute and checks it against SQS's own range, so a value SQS
+// could never have had is refused instead of converted.
+func sqsInt(attr, v string, lo, hi int) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return 0, fmt.Errorf("%s %q is not an integer", attr, v)
+	}
+	if n < lo || n > hi {
+		return 0, fmt.Errorf("%s %d is outside SQS's range %d–%d", attr, n, lo, hi)
+	}
+	return n, nil
 }
 
 func setTopicConfig(q *kqv1.ShareQueue, k, v string) {

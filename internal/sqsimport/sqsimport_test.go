@@ -121,3 +121,23 @@ func TestImportConversions(t *testing.T) {
 		t.Errorf("standard queue should fit: %q", lines)
 	}
 }
+
+// Regression: huge or negative attributes overflowed into negative or wrapped values.
+func TestImportRefusesValuesSQSCannotHave(t *testing.T) {
+	for attrs, want := range map[string]string{
+		`{"QueueArn":"a:b:c:d:e:q","MessageRetentionPeriod":"9223372036854775807"}`:           "MessageRetentionPeriod",
+		`{"QueueArn":"a:b:c:d:e:q","MessageRetentionPeriod":"-5"}`:                            "outside SQS's range 60–1209600",
+		`{"QueueArn":"a:b:c:d:e:q","VisibilityTimeout":"10000000000"}`:                        "VisibilityTimeout",
+		`{"QueueArn":"a:b:c:d:e:q","VisibilityTimeout":"43201"}`:                              "outside SQS's range 0–43200",
+		`{"QueueArn":"a:b:c:d:e:q","RedrivePolicy":"{\"maxReceiveCount\":\"100000000000\"}"}`: "maxReceiveCount",
+		`{"QueueArn":"a:b:c:d:e:q","RedrivePolicy":"{}"}`:                                     "has no maxReceiveCount",
+	} {
+		a, err := Parse([]byte(attrs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Convert(a, Options{}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want one naming %q", attrs, err, want)
+		}
+	}
+}

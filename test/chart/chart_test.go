@@ -89,6 +89,7 @@ func TestValuesSchemaRejectsBadValues(t *testing.T) {
 		{"crds.install=yes", "install"},
 		{"noSuchValue=1", "noSuchValue"},
 		{"kafka.sasl.mechanism=GSSAPI", "sasl"},
+		{"podLabels.app\\.kubernetes\\.io/name=x", "podLabels"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.set, func(t *testing.T) {
@@ -103,6 +104,16 @@ func TestValuesSchemaRejectsBadValues(t *testing.T) {
 	}
 	if _, err := template("kafka.bootstrapServers={a:9092,b:9093}", "kafka.featurePolicy=Finalize", "kafka.targetShareVersion=1"); err != nil {
 		t.Errorf("valid values refused: %v", err)
+	}
+	// Regression: tls {} rendered no tls at all (plaintext), and empty strings rendered
+	// fields the CRD refuses.
+	out, err := helm("template", "kqo", chartDir, "--kube-version", "1.37.2", "--set", "kafka.bootstrapServers={a:9092}",
+		"--set-json", `kafka.tls={"clientCertSecretName":"","serverName":""}`, "--set-string", "kafka.name=123")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "  tls: {}\n") || strings.Contains(out, `clientCertSecretName: ""`) || !strings.Contains(out, `name: "123"`) {
+		t.Errorf("rendered KafkaCluster:\n%s", out[strings.Index(out, "kind: KafkaCluster"):])
 	}
 }
 
