@@ -224,7 +224,7 @@ func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
 			return nil, err
 		}
 	}
-	if err := k.WaitBrokers(ctx, opts.Brokers, 90*time.Second); err != nil {
+	if err := k.WaitBrokers(ctx, opts.Brokers, 180*time.Second); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -343,7 +343,7 @@ func (k *Kafka) RestartNode(ctx context.Context, n *Node, props map[string]strin
 	if err := k.startNode(n); err != nil {
 		return err
 	}
-	return k.WaitBrokers(ctx, len(k.Nodes), 90*time.Second)
+	return k.WaitBrokers(ctx, len(k.Nodes), 180*time.Second)
 }
 
 // Stop stops every node and removes the data dir if the rig made it.
