@@ -511,6 +511,8 @@ func planQueue(sq *kqv1.ShareQueue, obs queueObservation) queuePlan {
 			fmt.Sprintf("share groups are disabled on this cluster (share.version=%d); group configs are written once share.version >= 1 is finalized", obs.Cluster.ShareVersion)}
 	case obs.GroupConfigs == nil:
 		p.GroupConfig = condInput{metav1.ConditionUnknown, kqv1.ReasonKafkaUnavailable, "group configs could not be read"}
+	case len(invalid) > 0 || len(unsupported) > 0:
+		p.GroupConfig = condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("share group %s configured, except the fields ConfigValid names", p.GroupID)}
 	default:
 		p.GroupConfig = condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("share group %s configured", p.GroupID)}
 	}

@@ -16,7 +16,7 @@ flock 9
 if [[ -s "$CP" ]]; then
   echo "$CP"; exit 0
 fi
-mvn -B -q -f "$HERE/kafka/pom.xml" \
+mvn -B -q -Dstyle.color=never -f "$HERE/kafka/pom.xml" \
   -Dmaven.repo.local="$CACHE/m2" \
   -Dkafka.version="$KAFKA_VERSION" \
   dependency:build-classpath -Dmdep.outputFile="$CP.tmp" -Dmdep.includeScope=runtime >&2
