@@ -70,11 +70,13 @@ fuzz: ## Fuzz the ShareQueue plan for 60s.
 
 ##@ Benchmark
 
-BENCH_N ?= 100,1000
+BENCH_N ?= 100,1000,10000
+BENCH_PATHS ?= batched,naive
+BENCH_ARGS ?=
 
 .PHONY: bench
-bench: rig-bins ## Measure time to Ready, Kafka requests, apiserver writes, no-op resync, RSS for BENCH_N queues.
-	go run ./hack/bench -n $(BENCH_N)
+bench: rig-bins ## Time to Ready, Kafka requests, apiserver writes, no-op resync, RSS and CPU for BENCH_N queues, batched and naive (BENCH_ARGS="-profile DIR" for pprof).
+	go run ./hack/bench -n $(BENCH_N) -paths $(BENCH_PATHS) $(BENCH_ARGS)
 
 ##@ Helm
 

@@ -3,6 +3,9 @@ package controllers
 import (
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -31,6 +34,12 @@ var (
 		Name: "kafkaqueues_kafka_requests_total",
 		Help: "Kafka admin calls made by the operator, by Kafka API and outcome.",
 	}, []string{"api", "outcome"})
+	// Every request written to a broker, including franz-go's own Metadata, ApiVersions and
+	// FindCoordinator: api is a Kafka API name (kmsg.NameForKey), a few dozen values at most.
+	kafkaBrokerRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kafkaqueues_kafka_broker_requests_total",
+		Help: "Requests the operator's Kafka clients wrote to brokers, by Kafka API (batched admin calls count once).",
+	}, []string{"api"})
 	kafkaLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "kafkaqueues_kafka_request_duration_seconds",
 		Help:    "Latency of the operator's Kafka admin calls, by Kafka API.",
@@ -55,11 +64,23 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(driftCorrections, driftDetections, outOfBoundsRejections,
-		kafkaRequests, kafkaLatency, queueLag, queueMembers, featureLevel)
+		kafkaRequests, kafkaBrokerRequests, kafkaLatency, queueLag, queueMembers, featureLevel)
 }
 
 // observeKafka records one admin call (wired into every Kafka client by SetupAll).
 func observeKafka(api string, latency time.Duration, err error) {
 	kafkaRequests.WithLabelValues(api, kafka.Outcome(err)).Inc()
 	kafkaLatency.WithLabelValues(api).Observe(latency.Seconds())
+}
+
+// brokerRequestHook counts every request written to a broker (kgo.HookBrokerWrite).
+type brokerRequestHook struct{}
+
+var _ kgo.HookBrokerWrite = brokerRequestHook{}
+
+// OnBrokerWrite implements kgo.HookBrokerWrite.
+func (brokerRequestHook) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if err == nil {
+		kafkaBrokerRequests.WithLabelValues(kmsg.NameForKey(key)).Inc()
+	}
 }

@@ -25,12 +25,17 @@ type Options struct {
 	// FinalizerTimeout is how long a deleting ShareQueue (deletionPolicy Delete) waits for an
 	// unreachable cluster before releasing its finalizer and leaving Kafka as it is; default 10m.
 	FinalizerTimeout time.Duration
+	// KafkaBatching coalesces the Kafka admin calls of concurrent reconciles on one cluster
+	// into shared requests (see kafka.Batching). Off, every reconcile sends its own requests.
+	KafkaBatching kafka.Batching
 }
 
 // SetupAll registers every reconciler with the manager, sharing one Kafka client pool (one
 // long-lived client per KafkaCluster).
 func SetupAll(mgr ctrl.Manager, pool *kafka.Pool, opts Options) error {
 	pool.SetObserver(observeKafka)
+	pool.AddHooks(brokerRequestHook{})
+	pool.SetBatching(opts.KafkaBatching)
 	recorder := mgr.GetEventRecorder("kafka-queue-operator")
 	if err := (&KafkaClusterReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -211,27 +212,43 @@ func (r *ShareQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	return ctrl.Result{RequeueAfter: r.ResyncInterval}, nil
 }
 
-// observe reads the live topic, its configs, the group configs and the share group.
+// observe reads the live topic, its configs, the group configs and the share group. The three
+// reads are independent and run concurrently, so with batching on a reconcile waits for one
+// shared round of requests rather than three in a row.
 func (r *ShareQueueReconciler) observe(ctx context.Context, cl *kafka.Client, sq *kqv1.ShareQueue, cs kqv1.KafkaClusterStatus) (queueObservation, *kqv1.QueueGroupStatus, error) {
 	obs := queueObservation{Cluster: cs}
 	topicName, groupID := sq.Status.TopicName, sq.Status.GroupID
-	topics, err := cl.DescribeTopics(ctx, topicName)
-	if err != nil {
-		return obs, nil, err
+	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: groupID}
+	topicKey := kafka.ResourceKey{Type: kafka.TopicResource, Name: topicName}
+	var (
+		wg                 sync.WaitGroup
+		topics             map[string]kafka.Topic
+		cfgs               map[kafka.ResourceKey]kafka.ResourceConfigs
+		groups             map[string]kafka.ShareGroup
+		topicErr, cfgErr   error
+		groupErr           error
+		describeShareGroup = cs.ShareVersion >= 1
+	)
+	wg.Add(2)
+	go func() { defer wg.Done(); topics, topicErr = cl.DescribeTopics(ctx, topicName) }()
+	go func() {
+		defer wg.Done()
+		cfgs, cfgErr = cl.DescribeConfigs(ctx, []kafka.ResourceKey{groupKey, topicKey})
+	}()
+	if describeShareGroup {
+		wg.Add(1)
+		go func() { defer wg.Done(); groups, groupErr = cl.DescribeShareGroups(ctx, groupID) }()
+	}
+	wg.Wait()
+	if topicErr != nil {
+		return obs, nil, topicErr
 	}
 	obs.Topic = topics[topicName]
 	if obs.Topic.Err != nil && !kafka.IsNotFound(obs.Topic.Err) {
 		return obs, nil, obs.Topic.Err
 	}
-	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: groupID}
-	topicKey := kafka.ResourceKey{Type: kafka.TopicResource, Name: topicName}
-	keys := []kafka.ResourceKey{groupKey}
-	if obs.Topic.Err == nil {
-		keys = append(keys, topicKey)
-	}
-	cfgs, err := cl.DescribeConfigs(ctx, keys)
-	if err != nil {
-		return obs, nil, err
+	if cfgErr != nil {
+		return obs, nil, cfgErr
 	}
 	if rc := cfgs[groupKey]; rc.Err == nil {
 		obs.GroupConfigs = rc.Configs
@@ -241,16 +258,16 @@ func (r *ShareQueueReconciler) observe(ctx context.Context, cl *kafka.Client, sq
 	if obs.Topic.Err == nil {
 		rc := cfgs[topicKey]
 		if rc.Err != nil {
+			// Created between the two reads: look again rather than plan from half a picture.
 			return obs, nil, rc.Err
 		}
 		obs.TopicConfigs = rc.Configs
 	}
-	if cs.ShareVersion < 1 {
+	if !describeShareGroup {
 		return obs, nil, nil
 	}
 	// The share group's state is informative: a failure here does not hold the queue back.
-	groups, err := cl.DescribeShareGroups(ctx, groupID)
-	if err != nil {
+	if groupErr != nil {
 		return obs, sq.Status.Group, nil
 	}
 	g := groups[groupID]
@@ -278,8 +295,47 @@ type applyResult struct {
 }
 
 // apply makes the plan's Kafka writes: one CreateTopics, one CreatePartitions and one
-// IncrementalAlterConfigs (topic and group together) at most; none when the plan is empty.
+// IncrementalAlterConfigs (topic and group together) at most, sent concurrently (none depends
+// on another's result); none when the plan is empty.
 func (r *ShareQueueReconciler) apply(ctx context.Context, cl *kafka.Client, sq *kqv1.ShareQueue, plan *queuePlan, res applyResult) applyResult {
+	topicKey := kafka.ResourceKey{Type: kafka.TopicResource, Name: plan.TopicName}
+	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: plan.GroupID}
+	var alts []kafka.Alteration
+	if len(plan.TopicConfigs) > 0 {
+		alts = append(alts, kafka.Alteration{Resource: topicKey, Configs: plan.TopicConfigs})
+	}
+	if len(plan.GroupConfigs) > 0 {
+		alts = append(alts, kafka.Alteration{Resource: groupKey, Configs: plan.GroupConfigs})
+	}
+	if t := plan.CreateTopic; t != nil && plan.RecreatesTopicID != "" {
+		r.event(sq, corev1.EventTypeWarning, "TopicDeleted", "CreateTopic",
+			fmt.Sprintf("topic %s (id %s) was deleted outside the operator; creating it again (its records are gone)", t.Name, plan.RecreatesTopicID))
+	}
+	var (
+		wg                 sync.WaitGroup
+		created            map[string]kafka.CreatedTopic
+		grown              map[string]error
+		altered            map[kafka.ResourceKey]error
+		createErr, growErr error
+		alterErr           error
+	)
+	if t := plan.CreateTopic; t != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); created, createErr = cl.CreateTopics(ctx, []kafka.NewTopic{*t}) }()
+	}
+	if plan.GrowPartitionsTo > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			grown, growErr = cl.GrowPartitions(ctx, map[string]int32{plan.TopicName: plan.GrowPartitionsTo})
+		}()
+	}
+	if len(alts) > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); altered, alterErr = cl.IncrementalAlterConfigs(ctx, alts) }()
+	}
+	wg.Wait()
+
 	// One Normal event per reconcile lists every Kafka change made (its reason is the first
 	// change's kind), so a new queue costs one Event write rather than one per change.
 	var reason string
@@ -290,11 +346,6 @@ func (r *ShareQueueReconciler) apply(ctx context.Context, cl *kafka.Client, sq *
 		}
 		done = append(done, what)
 	}
-	defer func() {
-		if len(done) > 0 {
-			r.event(sq, corev1.EventTypeNormal, reason, "Apply", strings.Join(done, "; "))
-		}
-	}()
 	classify := func(err error, target *error) {
 		if err == nil {
 			return
@@ -306,13 +357,8 @@ func (r *ShareQueueReconciler) apply(ctx context.Context, cl *kafka.Client, sq *
 		}
 	}
 	if t := plan.CreateTopic; t != nil {
-		if plan.RecreatesTopicID != "" {
-			r.event(sq, corev1.EventTypeWarning, "TopicDeleted", "CreateTopic",
-				fmt.Sprintf("topic %s (id %s) was deleted outside the operator; creating it again (its records are gone)", t.Name, plan.RecreatesTopicID))
-		}
-		created, err := cl.CreateTopics(ctx, []kafka.NewTopic{*t})
-		if err != nil {
-			classify(err, &res.topicErr)
+		if createErr != nil {
+			classify(createErr, &res.topicErr)
 		} else if ct := created[t.Name]; ct.Err != nil {
 			if kafka.IsAlreadyExists(ct.Err) {
 				// The metadata we planned from lagged behind a topic that now exists: observe
@@ -329,7 +375,7 @@ func (r *ShareQueueReconciler) apply(ctx context.Context, cl *kafka.Client, sq *
 		}
 	}
 	if plan.GrowPartitionsTo > 0 {
-		grown, err := cl.GrowPartitions(ctx, map[string]int32{plan.TopicName: plan.GrowPartitionsTo})
+		err := growErr
 		if err == nil {
 			err = grown[plan.TopicName]
 		}
@@ -340,38 +386,31 @@ func (r *ShareQueueReconciler) apply(ctx context.Context, cl *kafka.Client, sq *
 			applied("PartitionsGrown", fmt.Sprintf("topic %s grown to %d partitions", plan.TopicName, plan.GrowPartitionsTo))
 		}
 	}
-	var alts []kafka.Alteration
-	topicKey := kafka.ResourceKey{Type: kafka.TopicResource, Name: plan.TopicName}
-	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: plan.GroupID}
-	if len(plan.TopicConfigs) > 0 {
-		alts = append(alts, kafka.Alteration{Resource: topicKey, Configs: plan.TopicConfigs})
-	}
-	if len(plan.GroupConfigs) > 0 {
-		alts = append(alts, kafka.Alteration{Resource: groupKey, Configs: plan.GroupConfigs})
-	}
 	if len(alts) > 0 {
-		out, err := cl.IncrementalAlterConfigs(ctx, alts)
-		if err != nil {
-			classify(err, &res.groupErr)
+		if alterErr != nil {
+			classify(alterErr, &res.groupErr)
 			if len(plan.TopicConfigs) > 0 {
-				classify(err, &res.topicErr)
+				classify(alterErr, &res.topicErr)
 			}
 		} else {
 			if len(plan.TopicConfigs) > 0 {
-				if e := out[topicKey]; e != nil {
+				if e := altered[topicKey]; e != nil {
 					classify(e, &res.topicErr)
 				} else {
 					applied("TopicConfigUpdated", changesOf(plan.TopicConfigs, "topic "+plan.TopicName))
 				}
 			}
 			if len(plan.GroupConfigs) > 0 {
-				if e := out[groupKey]; e != nil {
+				if e := altered[groupKey]; e != nil {
 					classify(e, &res.groupErr)
 				} else {
 					applied("GroupConfigUpdated", changesOf(plan.GroupConfigs, "group "+plan.GroupID))
 				}
 			}
 		}
+	}
+	if len(done) > 0 {
+		r.event(sq, corev1.EventTypeNormal, reason, "Apply", strings.Join(done, "; "))
 	}
 	return res
 }

@@ -11,6 +11,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -24,24 +25,29 @@ func main() {
 	var (
 		metricsAddr   string
 		probeAddr     string
+		pprofAddr     string
 		leaderElect   bool
 		leaderElectNS string
 		opts          controllers.Options
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz endpoints bind to.")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address to serve net/http/pprof on (e.g. 127.0.0.1:6060); empty disables it.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so only one replica reconciles at a time.")
 	flag.StringVar(&leaderElectNS, "leader-election-namespace", "", "Namespace of the leader-election Lease (default: the Pod's namespace).")
 	flag.DurationVar(&opts.ProbeInterval, "cluster-probe-interval", 3*time.Minute, "How often each KafkaCluster is re-probed (brokers, features, bounds).")
 	flag.DurationVar(&opts.ResyncInterval, "queue-resync-interval", 10*time.Minute, "How often each ShareQueue is re-checked against Kafka.")
 	flag.DurationVar(&opts.KafkaTimeout, "kafka-timeout", 30*time.Second, "Upper bound on the Kafka requests of one reconcile.")
 	flag.IntVar(&opts.ClusterConcurrency, "kafkacluster-concurrency", 4, "KafkaClusters probed in parallel.")
-	flag.IntVar(&opts.QueueConcurrency, "sharequeue-concurrency", 8, "ShareQueues reconciled in parallel.")
+	flag.IntVar(&opts.QueueConcurrency, "sharequeue-concurrency", 256, "ShareQueues reconciled in parallel. Reconciles mostly wait on Kafka; with --kafka-batching their requests to one cluster are shared, so more of them in parallel means fewer, larger requests.")
+	flag.DurationVar(&opts.KafkaBatching.Linger, "kafka-batch-linger", 500*time.Millisecond, "With --kafka-batching, how long the first admin call of a batch waits for others before the request is sent while calls keep coming (after a quiet spell: a twentieth of it).")
+	flag.IntVar(&opts.KafkaBatching.MaxItems, "kafka-batch-max-items", 1000, "With --kafka-batching, the most topics or groups in one Kafka request.")
+	flag.BoolVar(&opts.KafkaBatching.Enabled, "kafka-batching", true, "Coalesce the Kafka admin requests of concurrent ShareQueue reconciles on one cluster into shared requests (false: one request per reconcile and API, the naive path).")
 	flag.DurationVar(&opts.FinalizerTimeout, "finalizer-timeout", 10*time.Minute, "How long deleting a deletionPolicy: Delete ShareQueue waits for an unreachable cluster before releasing its finalizer (leaving Kafka untouched).")
 	var kubeQPS float64
 	var kubeBurst int
-	flag.Float64Var(&kubeQPS, "kube-api-qps", 100, "Requests per second the manager may send to the apiserver (status patches and Events dominate at scale).")
-	flag.IntVar(&kubeBurst, "kube-api-burst", 200, "Burst of apiserver requests above --kube-api-qps.")
+	flag.Float64Var(&kubeQPS, "kube-api-qps", 200, "Requests per second the manager may send to the apiserver (status patches and Events dominate at scale).")
+	flag.IntVar(&kubeBurst, "kube-api-burst", 400, "Burst of apiserver requests above --kube-api-qps.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -60,7 +66,11 @@ func main() {
 			BindAddress: metricsAddr,
 			TLSOpts:     []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
 		},
+		// managedFields are never read; dropping them from the informer cache keeps the
+		// manager's memory proportional to what it uses (about a third less per ShareQueue).
+		Cache:                   cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 		HealthProbeBindAddress:  probeAddr,
+		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "kafka-queue-operator.kafkaqueues.io",
 		LeaderElectionNamespace: leaderElectNS,

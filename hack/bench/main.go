@@ -1,20 +1,28 @@
 // Command bench measures the operator against the local rig (real kube-apiserver, one real
-// Kafka broker): for each N it creates N ShareQueues and prints the time until all are Ready,
-// Kafka requests by API, apiserver writes, and the same counts for one no-op resync window,
-// plus process peak RSS and CPU seconds. It is a measurement, not a test: nothing is asserted.
+// Kafka broker). For each N and each path (batched, the default, and naive, --kafka-batching=
+// false) it starts a fresh rig, runs the manager binary as its own process, creates N
+// ShareQueues and prints: the time from the first create until all are Ready, Kafka requests
+// by API (read from the manager's kafkaqueues_kafka_broker_requests_total, so franz-go's own
+// Metadata and FindCoordinator count too), apiserver writes (client-go's
+// rest_client_requests_total, Events included), the same counts over one no-op resync window,
+// and the manager's peak RSS and CPU seconds (from /proc). It ends with the naive/batched
+// ratios. It is a measurement, not a test: nothing is asserted.
 //
-//	go run ./hack/bench -n 100,1000 [-kube-qps 50] [-resync 20s]
-//
-// The manager runs in-process (its RSS and CPU include this harness's small client).
+//	go run ./hack/bench -n 100,1000,10000 [-paths batched,naive] [-resync 30s]
 package main
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,126 +30,171 @@ import (
 	"syscall"
 	"time"
 
-	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
-	"github.com/kafkaqueues/kafka-queue-operator/controllers"
-	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
 	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
 )
 
-// writeCounter counts mutating apiserver requests made through a rest.Config.
-type writeCounter struct {
-	rt http.RoundTripper
-	n  *atomic.Int64
-}
-
-func (w writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.n.Add(1)
-	}
-	return w.rt.RoundTrip(r)
+type result struct {
+	n                 int
+	path              string
+	created, ready    time.Duration
+	kafka, idleKafka  map[string]float64
+	writes, idleWrite float64
+	rssKB             int64
+	cpu               float64
 }
 
 func main() {
 	ns := flag.String("n", "100,1000", "comma-separated queue counts")
-	kubeQPS := flag.Float64("kube-qps", 100, "manager apiserver client QPS, burst 2x (the manager's --kube-api-qps default)")
-	resync := flag.Duration("resync", 20*time.Second, "queue resync interval; the no-op window is one interval")
+	paths := flag.String("paths", "batched,naive", "which paths to run: batched (--kafka-batching=true), naive (--kafka-batching=false)")
+	resync := flag.Duration("resync", 30*time.Second, "manager --queue-resync-interval; the no-op window is one interval and a quarter")
+	profile := flag.String("profile", "", "directory to write the manager's CPU profile (first 60s of the run) and heap profile (when all are Ready) to, per N and path")
+	extra := flag.String("manager-args", "", "extra manager flags, space-separated (e.g. --sharequeue-concurrency=64)")
 	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.Level(zapcore.ErrorLevel)))
-	counts := strings.Split(*ns, ",")
-	if len(counts) > 1 {
-		// One process per N: controller-runtime allows one controller of a name per process,
-		// and RSS is then per run.
-		for _, s := range counts {
-			cmd := exec.Command(os.Args[0], "-n", strings.TrimSpace(s), "-kube-qps", fmt.Sprint(*kubeQPS), "-resync", resync.String())
-			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-			if err := cmd.Run(); err != nil {
-				fmt.Fprintln(os.Stderr, "bench:", err)
-				os.Exit(1)
-			}
-		}
-		return
+
+	bin := filepath.Join(os.TempDir(), fmt.Sprintf("kqo-bench-manager-%d", os.Getpid()))
+	build := exec.Command("go", "build", "-o", bin, "./cmd/manager")
+	build.Dir, build.Stdout, build.Stderr = rig.RepoRoot(), os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fail(fmt.Errorf("building the manager: %w", err))
 	}
-	for _, s := range counts {
+	defer os.Remove(bin)
+
+	var results []result
+	for _, s := range strings.Split(*ns, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
+		if err != nil || n <= 0 {
+			fail(fmt.Errorf("bad -n %q", s))
 		}
-		if err := run(n, *kubeQPS, *resync); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
+		for _, p := range strings.Split(*paths, ",") {
+			p = strings.TrimSpace(p)
+			if p != "batched" && p != "naive" {
+				fail(fmt.Errorf("bad -paths entry %q", p))
+			}
+			r, err := run(bin, n, p, *resync, strings.Fields(*extra), *profile)
+			if err != nil {
+				fail(err)
+			}
+			r.print()
+			results = append(results, r)
 		}
 	}
+	printRatios(results)
 }
 
-func run(n int, qps float64, resync time.Duration) error {
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}
+
+func run(bin string, n int, path string, resync time.Duration, extra []string, profileDir string) (result, error) {
+	res := result{n: n, path: path}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	fmt.Fprintf(os.Stderr, "bench: N=%d %s: starting a broker and an apiserver\n", n, path)
 	k, err := rig.StartKafka(ctx, rig.KafkaOptions{BrokerProps: map[string]string{"num.partitions": "1"}})
 	if err != nil {
-		return err
+		return res, err
 	}
 	defer k.Stop()
 	env, cfg, err := rig.StartAPIServer()
 	if err != nil {
-		return err
+		return res, err
 	}
 	defer func() { _ = env.Stop() }()
+	dir, err := os.MkdirTemp("", "kqo-bench-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dir)
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := rig.WriteKubeconfig(cfg, kubeconfig); err != nil {
+		return res, err
+	}
+	metricsAddr, err := freeAddr()
+	if err != nil {
+		return res, err
+	}
+	args := append([]string{"--kubeconfig", kubeconfig, "--metrics-bind-address", metricsAddr, "--health-probe-bind-address=0",
+		"--cluster-probe-interval=1h", "--queue-resync-interval=" + resync.String(), fmt.Sprintf("--kafka-batching=%t", path == "batched"),
+		"--zap-log-level=error"}, extra...)
+	pprofAddr := ""
+	if profileDir != "" {
+		if pprofAddr, err = freeAddr(); err != nil {
+			return res, err
+		}
+		args = append(args, "--pprof-bind-address="+pprofAddr)
+	}
+	profile := func(kind, query string) {
+		if pprofAddr == "" {
+			return
+		}
+		if err := fetch("http://"+pprofAddr+"/debug/pprof/"+kind+query, filepath.Join(profileDir, fmt.Sprintf("%d-%s-%s.pprof", n, path, kind))); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: profile:", err)
+		}
+	}
+	mgr := exec.Command(bin, args...)
+	logf, err := os.Create(filepath.Join(dir, "manager.log"))
+	if err != nil {
+		return res, err
+	}
+	defer logf.Close()
+	mgr.Stdout, mgr.Stderr = logf, logf
+	mgr.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := mgr.Start(); err != nil {
+		return res, err
+	}
+	defer func() { _ = mgr.Process.Signal(syscall.SIGTERM); _ = mgr.Wait() }()
+	metricsURL := "http://" + metricsAddr + "/metrics"
+
 	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
 	_ = kqv1.AddToScheme(scheme)
-
-	var writes atomic.Int64
-	mcfg := rest.CopyConfig(cfg)
-	mcfg.QPS, mcfg.Burst = float32(qps), int(2*qps)
-	mcfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return writeCounter{rt, &writes} }
-	mgr, err := ctrl.NewManager(mcfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
-	if err != nil {
-		return err
-	}
-	counter := &kafka.RequestCounter{}
-	pool := kafka.NewPool(counter)
-	defer pool.Close()
-	if err := controllers.SetupAll(mgr, pool, controllers.Options{ProbeInterval: time.Hour, ResyncInterval: resync}); err != nil {
-		return err
-	}
-	mctx, mcancel := context.WithCancel(ctx)
-	mgrDone := make(chan struct{})
-	go func() { _ = mgr.Start(mctx); close(mgrDone) }()
-	// Stop the manager before the apiserver and broker it talks to.
-	defer func() { mcancel(); <-mgrDone }()
-
 	ccfg := rest.CopyConfig(cfg)
-	ccfg.QPS, ccfg.Burst = 1000, 2000
-	c, err := client.New(ccfg, client.Options{Scheme: scheme})
+	ccfg.QPS, ccfg.Burst = 2000, 4000
+	c, err := client.NewWithWatch(ccfg, client.Options{Scheme: scheme})
 	if err != nil {
-		return err
+		return res, err
 	}
 	kc := &kqv1.KafkaCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "local"}, Spec: kqv1.KafkaClusterSpec{BootstrapServers: k.BootstrapServers()}}
 	if err := c.Create(ctx, kc); err != nil {
-		return err
+		return res, err
 	}
+	deadline := time.Now().Add(2 * time.Minute)
 	for !meta.IsStatusConditionTrue(kc.Status.Conditions, kqv1.ConditionReady) {
+		if time.Now().After(deadline) {
+			return res, fmt.Errorf("KafkaCluster not Ready after 2m (manager log: %s)", logf.Name())
+		}
 		time.Sleep(200 * time.Millisecond)
 		_ = c.Get(ctx, client.ObjectKeyFromObject(kc), kc)
 	}
 
-	kafkaBefore, writesBefore := counter.Snapshot(), writes.Load()
-	cpuBefore := cpuSeconds()
+	// Count Ready queues from a watch (cheap for the apiserver at any N); when the
+	// apiserver closes it, list again and resume.
+	var readyCount atomic.Int64
+	go countReady(ctx, c, &readyCount)
+
+	before, err := scrape(metricsURL)
+	if err != nil {
+		return res, err
+	}
+	cpuBefore, _, err := procStats(mgr.Process.Pid)
+	if err != nil {
+		return res, err
+	}
+	fmt.Fprintf(os.Stderr, "bench: N=%d %s: creating queues\n", n, path)
 	start := time.Now()
+	cpuProfile := make(chan struct{})
+	go func() { defer close(cpuProfile); profile("profile", "?seconds=60") }()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 32)
+	var createErr atomic.Value
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		sem <- struct{}{}
@@ -152,80 +205,289 @@ func run(n int, qps float64, resync time.Duration) error {
 				ClusterRef: kqv1.ClusterReference{Name: "local"},
 				Delivery:   kqv1.DeliverySpec{LockDuration: &metav1.Duration{Duration: 30 * time.Second}, MaxDeliveryAttempts: ptr(int32(5))},
 			}}
-			_ = c.Create(ctx, sq)
+			if err := c.Create(ctx, sq); err != nil {
+				createErr.Store(err)
+			}
 		}(i)
 	}
 	wg.Wait()
-	created := time.Since(start)
-	for {
-		var list kqv1.ShareQueueList
-		if err := c.List(ctx, &list); err != nil {
-			return err
-		}
-		ready := 0
-		for _, q := range list.Items {
-			if meta.IsStatusConditionTrue(q.Status.Conditions, kqv1.ConditionReady) {
-				ready++
-			}
-		}
-		if ready == n {
-			break
-		}
-		if time.Since(start) > 30*time.Minute {
-			return fmt.Errorf("only %d of %d Ready after 30m", ready, n)
-		}
-		time.Sleep(500 * time.Millisecond)
+	res.created = time.Since(start)
+	if err, _ := createErr.Load().(error); err != nil {
+		return res, err
 	}
-	elapsed := time.Since(start)
-	runKafka := kafka.Diff(kafkaBefore, counter.Snapshot())
-	runWrites := writes.Load() - writesBefore
-	runCPU := cpuSeconds() - cpuBefore
+	for readyCount.Load() < int64(n) {
+		if time.Since(start) > 45*time.Minute {
+			return res, fmt.Errorf("only %d of %d Ready after 45m (manager log: %s)", readyCount.Load(), n, logf.Name())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	res.ready = time.Since(start)
+	profile("heap", "")
+	after, err := scrape(metricsURL)
+	if err != nil {
+		return res, err
+	}
+	cpuAfter, _, err := procStats(mgr.Process.Pid)
+	if err != nil {
+		return res, err
+	}
+	res.cpu = cpuAfter - cpuBefore
+	res.kafka = diff(before, after, "kafkaqueues_kafka_broker_requests_total")
+	res.writes = writesOf(diff(before, after, "rest_client_requests_total"))
 
-	// Let in-flight work settle, then watch one full resync window.
-	time.Sleep(3 * time.Second)
-	idleKafkaBefore, idleWritesBefore := counter.Snapshot(), writes.Load()
+	// Let in-flight work settle, then watch one resync window in which every queue is
+	// re-checked against Kafka and nothing has changed.
+	fmt.Fprintf(os.Stderr, "bench: N=%d %s: all Ready after %s; watching a no-op resync window\n", n, path, res.ready.Round(time.Millisecond))
+	// Queues whose share-group coordinator was still loading (a fresh cluster creates
+	// __consumer_offsets on the first FindCoordinator) look again after at most 15s and
+	// record the group's state: a change, not churn. Wait that out first.
+	time.Sleep(min(resync, 15*time.Second) + 5*time.Second)
+	idleBefore, err := scrape(metricsURL)
+	if err != nil {
+		return res, err
+	}
 	time.Sleep(resync + resync/4)
-	idleKafka := kafka.Diff(idleKafkaBefore, counter.Snapshot())
-	idleWrites := writes.Load() - idleWritesBefore
-
-	total := 0
-	for _, v := range runKafka {
-		total += v
+	idleAfter, err := scrape(metricsURL)
+	if err != nil {
+		return res, err
 	}
-	fmt.Printf("\n== N=%d ShareQueues, 1 broker, manager kube QPS %.0f\n", n, qps)
-	fmt.Printf("created all in %s; all Ready after %s (%.1f queues/s)\n", created.Round(time.Millisecond), elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds())
-	fmt.Printf("Kafka requests during the run: %d (%.2f per queue; admin writes %d) %s\n", total, float64(total)/float64(n), kafka.Writes(runKafka), fmtCounts(runKafka))
-	fmt.Printf("apiserver writes by the manager during the run: %d (%.2f per queue)\n", runWrites, float64(runWrites)/float64(n))
-	fmt.Printf("one no-op resync window (%s): Kafka requests %s, Kafka writes %d, apiserver writes %d\n", (resync + resync/4).String(), fmtCounts(idleKafka), kafka.Writes(idleKafka), idleWrites)
-	fmt.Printf("process peak RSS %s, CPU during the run %.1fs\n", peakRSS(), runCPU)
-	return nil
+	res.idleKafka = diff(idleBefore, idleAfter, "kafkaqueues_kafka_broker_requests_total")
+	res.idleWrite = writesOf(diff(idleBefore, idleAfter, "rest_client_requests_total"))
+	if _, res.rssKB, err = procStats(mgr.Process.Pid); err != nil {
+		return res, err
+	}
+	<-cpuProfile
+	return res, nil
 }
 
-func fmtCounts(m map[string]int) string {
-	var parts []string
-	for _, k := range kafka.SortedKeys(m) {
-		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+// countReady keeps n equal to the number of Ready ShareQueues until ctx ends.
+func countReady(ctx context.Context, c client.WithWatch, n *atomic.Int64) {
+	for ctx.Err() == nil {
+		var list kqv1.ShareQueueList
+		if err := c.List(ctx, &list); err != nil {
+			time.Sleep(time.Second)
+			continue
+		}
+		ready := map[string]bool{}
+		t := int64(0)
+		set := func(name string, r, present bool) {
+			if ready[name] {
+				t--
+			}
+			delete(ready, name)
+			if present {
+				ready[name] = r
+				if r {
+					t++
+				}
+			}
+			n.Store(t)
+		}
+		for i := range list.Items {
+			set(list.Items[i].Name, meta.IsStatusConditionTrue(list.Items[i].Status.Conditions, kqv1.ConditionReady), true)
+		}
+		n.Store(t)
+		w, err := c.Watch(ctx, &kqv1.ShareQueueList{}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+		if err != nil {
+			time.Sleep(time.Second)
+			continue
+		}
+		for ev := range w.ResultChan() {
+			if sq, ok := ev.Object.(*kqv1.ShareQueue); ok {
+				set(sq.Name, meta.IsStatusConditionTrue(sq.Status.Conditions, kqv1.ConditionReady), ev.Type != watch.Deleted)
+			}
+		}
+		w.Stop()
+	}
+}
+
+// writeAPIs are the Kafka requests that change cluster state.
+var writeAPIs = map[string]bool{
+	"CreateTopics": true, "DeleteTopics": true, "CreatePartitions": true, "AlterConfigs": true,
+	"IncrementalAlterConfigs": true, "DeleteGroups": true, "UpdateFeatures": true, "AlterPartitionAssignments": true,
+}
+
+// adminAPIs are what a request-per-queue operator sends per queue; franz-go's own
+// housekeeping (ApiVersions, SASL, Metadata refreshes it makes by itself) is in the totals.
+func sum(m map[string]float64, keep func(string) bool) float64 {
+	t := 0.0
+	for k, v := range m {
+		if keep(k) {
+			t += v
+		}
+	}
+	return t
+}
+
+func (r result) print() {
+	all := func(string) bool { return true }
+	writes := func(k string) bool { return writeAPIs[k] }
+	fmt.Printf("\n== N=%d ShareQueues, %s path, 1 broker\n", r.n, r.path)
+	fmt.Printf("all created after %s, all Ready after %s (%.1f queues/s)\n", r.created.Round(time.Millisecond), r.ready.Round(time.Millisecond), float64(r.n)/r.ready.Seconds())
+	fmt.Printf("Kafka requests during the run: %.0f (%.3f per queue; writes %.0f) %s\n", sum(r.kafka, all), sum(r.kafka, all)/float64(r.n), sum(r.kafka, writes), fmtCounts(r.kafka))
+	fmt.Printf("apiserver writes during the run: %.0f (%.2f per queue)\n", r.writes, r.writes/float64(r.n))
+	fmt.Printf("one no-op resync window: Kafka requests %.0f %s, Kafka writes %.0f, apiserver writes %.0f\n", sum(r.idleKafka, all), fmtCounts(r.idleKafka), sum(r.idleKafka, writes), r.idleWrite)
+	fmt.Printf("manager peak RSS %.1f MiB, CPU during the run %.1f s\n", float64(r.rssKB)/1024, r.cpu)
+}
+
+func printRatios(rs []result) {
+	byN := map[int]map[string]result{}
+	var order []int
+	for _, r := range rs {
+		if byN[r.n] == nil {
+			byN[r.n] = map[string]result{}
+			order = append(order, r.n)
+		}
+		byN[r.n][r.path] = r
+	}
+	all := func(string) bool { return true }
+	header := false
+	for _, n := range order {
+		b, okB := byN[n]["batched"]
+		nv, okN := byN[n]["naive"]
+		if !okB || !okN {
+			continue
+		}
+		if !header {
+			fmt.Printf("\n== naive / batched\n%8s %12s %12s %8s %14s %14s %8s %10s\n", "N", "naive", "batched", "time x", "naive req/q", "batched req/q", "req x", "CPU x")
+			header = true
+		}
+		kn, kb := sum(nv.kafka, all), sum(b.kafka, all)
+		fmt.Printf("%8d %12s %12s %8.1f %14.3f %14.3f %8.1f %10.1f\n", n, nv.ready.Round(100*time.Millisecond), b.ready.Round(100*time.Millisecond),
+			nv.ready.Seconds()/b.ready.Seconds(), kn/float64(n), kb/float64(n), kn/kb, nv.cpu/b.cpu)
+	}
+}
+
+// scrape reads the manager's Prometheus text metrics into name{labels} → value.
+func scrape(url string) (map[string]float64, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		out[line[:i]] = v
+	}
+	return out, sc.Err()
+}
+
+// diff returns after-before of one metric's series, keyed by its "api" or "method" label.
+func diff(before, after map[string]float64, metric string) map[string]float64 {
+	out := map[string]float64{}
+	for series, v := range after {
+		if !strings.HasPrefix(series, metric+"{") {
+			continue
+		}
+		d := v - before[series]
+		if d == 0 {
+			continue
+		}
+		label := labelOf(series, "api")
+		if label == "" {
+			label = labelOf(series, "method")
+		}
+		out[label] += d
+	}
+	return out
+}
+
+func labelOf(series, name string) string {
+	i := strings.Index(series, name+`="`)
+	if i < 0 {
+		return ""
+	}
+	rest := series[i+len(name)+2:]
+	return rest[:strings.IndexByte(rest, '"')]
+}
+
+func writesOf(byMethod map[string]float64) float64 {
+	t := 0.0
+	for m, v := range byMethod {
+		if m != "GET" && m != "HEAD" {
+			t += v
+		}
+	}
+	return t
+}
+
+func fmtCounts(m map[string]float64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%.0f", k, m[k])
 	}
 	return "[" + strings.Join(parts, " ") + "]"
 }
 
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
-}
-
-func peakRSS() string {
-	b, err := os.ReadFile("/proc/self/status")
+// procStats returns a process's CPU seconds (utime+stime) and peak RSS in KiB (VmHWM).
+func procStats(pid int) (cpu float64, hwmKB int64, err error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return "unknown"
+		return 0, 0, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	// Fields after the parenthesised command: utime and stime are the 14th and 15th fields.
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	cpu = (ut + st) / 100 // USER_HZ
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
 		if strings.HasPrefix(line, "VmHWM:") {
-			return strings.TrimSpace(strings.TrimPrefix(line, "VmHWM:"))
+			hwmKB, _ = strconv.ParseInt(strings.Fields(line)[1], 10, 64)
 		}
 	}
-	return "unknown"
+	return cpu, hwmKB, nil
+}
+
+func fetch(url, file string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
 
 func ptr[T any](v T) *T { return &v }

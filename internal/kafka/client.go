@@ -34,6 +34,8 @@ type Config struct {
 	// Observe, when set, is called after every admin call with the Kafka API name, its
 	// latency and its outcome: nil, the request error, or the first per-item error.
 	Observe func(api string, latency time.Duration, err error)
+	// Batching coalesces concurrent admin calls into shared requests; off by default.
+	Batching Batching
 }
 
 // Client is a long-lived admin connection to one Kafka cluster. It is safe for concurrent use.
@@ -41,6 +43,7 @@ type Client struct {
 	cl      *kgo.Client
 	adm     *kadm.Client
 	observe func(api string, latency time.Duration, err error)
+	batch   *batchers // nil when Config.Batching is off
 }
 
 // NewClient builds a client. It does not contact the brokers; the first call does.
@@ -79,7 +82,11 @@ func NewClient(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka: building client: %w", err)
 	}
-	return &Client{cl: cl, adm: kadm.NewClient(cl), observe: cfg.Observe}, nil
+	c := &Client{cl: cl, adm: kadm.NewClient(cl), observe: cfg.Observe}
+	if cfg.Batching.Enabled {
+		c.batch = newBatchers(c, cfg.Batching, rt+15*time.Second)
+	}
+	return c, nil
 }
 
 // Close releases the client's connections.

@@ -54,10 +54,10 @@ type ResourceConfigs struct {
 	Err     error
 }
 
-// DescribeConfigs reads the configs of many topics and groups in as few requests as the
+// describeConfigs reads the configs of many topics and groups in as few requests as the
 // client's sharding allows (topic and group resources go to any broker). Per-resource
 // failures (unknown topic, group configs unsupported) are in the result's Err.
-func (c *Client) DescribeConfigs(ctx context.Context, keys []ResourceKey) (out_ map[ResourceKey]ResourceConfigs, err_ error) {
+func (c *Client) describeConfigs(ctx context.Context, keys []ResourceKey) (out_ map[ResourceKey]ResourceConfigs, err_ error) {
 	start := time.Now()
 	defer func() { c.record("DescribeConfigs", start, err_) }()
 	out := make(map[ResourceKey]ResourceConfigs, len(keys))
@@ -122,11 +122,11 @@ type Alteration struct {
 	Configs  []AlterConfig
 }
 
-// IncrementalAlterConfigs applies many resources' changes in as few requests as possible.
+// incrementalAlterConfigs applies many resources' changes in as few requests as possible.
 // The map holds each resource's item error (nil on success); INVALID_CONFIG carries the
 // broker's message, which names the bound for KIP-1240 rejections. Altering a GROUP needs
 // ALTER_CONFIGS on the group.
-func (c *Client) IncrementalAlterConfigs(ctx context.Context, alts []Alteration) (out_ map[ResourceKey]error, err_ error) {
+func (c *Client) incrementalAlterConfigs(ctx context.Context, alts []Alteration) (out_ map[ResourceKey]error, err_ error) {
 	start := time.Now()
 	defer func() {
 		e := err_

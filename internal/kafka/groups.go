@@ -22,10 +22,10 @@ type ShareGroup struct {
 	Err error
 }
 
-// DescribeShareGroups describes share groups and their lag (DescribeShareGroups and
+// describeShareGroups describes share groups and their lag (DescribeShareGroups and
 // DescribeShareGroupOffsets, KIP-932). Needs share.version >= 1: brokers answer
 // UNSUPPORTED_VERSION otherwise, reported in each group's Err.
-func (c *Client) DescribeShareGroups(ctx context.Context, ids ...string) (out_ map[string]ShareGroup, err_ error) {
+func (c *Client) describeShareGroups(ctx context.Context, ids ...string) (out_ map[string]ShareGroup, err_ error) {
 	start := time.Now()
 	defer func() { c.record("ShareGroupDescribe", start, err_) }()
 	out := make(map[string]ShareGroup, len(ids))

@@ -15,6 +15,21 @@ type Pool struct {
 	clients map[string]pooledClient
 	hooks   []kgo.Hook
 	observe func(api string, latency time.Duration, err error)
+	batch   Batching
+}
+
+// AddHooks adds kgo hooks to the clients the pool builds from now on.
+func (p *Pool) AddHooks(hooks ...kgo.Hook) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.hooks = append(p.hooks, hooks...)
+}
+
+// SetBatching sets Config.Batching for the clients the pool builds from now on.
+func (p *Pool) SetBatching(b Batching) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.batch = b
 }
 
 // SetObserver sets Config.Observe for the clients the pool builds from now on.
@@ -53,6 +68,9 @@ func (p *Pool) Get(key, fingerprint string, build func() (Config, error)) (*Clie
 	cfg.Hooks = append(append([]kgo.Hook(nil), p.hooks...), cfg.Hooks...)
 	if cfg.Observe == nil {
 		cfg.Observe = p.observe
+	}
+	if !cfg.Batching.Enabled {
+		cfg.Batching = p.batch
 	}
 	c, err := NewClient(cfg)
 	if err != nil {

@@ -40,10 +40,10 @@ func (t Topic) UnderReplicated() int32 {
 	return n
 }
 
-// DescribeTopics reads the metadata of the named topics in one Metadata request sent to a
+// describeTopics reads the metadata of the named topics in one Metadata request sent to a
 // broker (never franz-go's metadata cache, which may be seconds old; auto creation off).
 // Missing topics have Err with IsNotFound.
-func (c *Client) DescribeTopics(ctx context.Context, names ...string) (out_ map[string]Topic, err_ error) {
+func (c *Client) describeTopics(ctx context.Context, names ...string) (out_ map[string]Topic, err_ error) {
 	start := time.Now()
 	defer func() { c.record("Metadata", start, err_) }()
 	out := make(map[string]Topic, len(names))
@@ -113,9 +113,9 @@ type CreatedTopic struct {
 	Err error
 }
 
-// CreateTopics creates many topics in one request to the controller, each with its own
+// createTopics creates many topics in one request to the controller, each with its own
 // partitions, replication factor and configs.
-func (c *Client) CreateTopics(ctx context.Context, topics []NewTopic) (out_ map[string]CreatedTopic, err_ error) {
+func (c *Client) createTopics(ctx context.Context, topics []NewTopic) (out_ map[string]CreatedTopic, err_ error) {
 	start := time.Now()
 	defer func() {
 		e := err_
@@ -166,9 +166,9 @@ func (c *Client) CreateTopics(ctx context.Context, topics []NewTopic) (out_ map[
 	return out, nil
 }
 
-// GrowPartitions raises each topic's partition count to the given total (CreatePartitions).
+// growPartitions raises each topic's partition count to the given total (CreatePartitions).
 // Item errors: INVALID_PARTITIONS when the total is not larger, UNKNOWN_TOPIC_OR_PARTITION.
-func (c *Client) GrowPartitions(ctx context.Context, totals map[string]int32) (out_ map[string]error, err_ error) {
+func (c *Client) growPartitions(ctx context.Context, totals map[string]int32) (out_ map[string]error, err_ error) {
 	start := time.Now()
 	defer func() {
 		e := err_
