@@ -43,9 +43,18 @@ func SetupAll(mgr ctrl.Manager, pool *kafka.Pool, opts Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return (&ShareQueueReconciler{
+	if err := indexRoutes(mgr); err != nil {
+		return err
+	}
+	if err := (&ShareQueueReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder,
 		ResyncInterval: opts.ResyncInterval, KafkaTimeout: opts.KafkaTimeout, Concurrency: opts.QueueConcurrency,
 		FinalizerTimeout: opts.FinalizerTimeout,
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return (&DeadLetterRouteReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder,
+		ResyncInterval: opts.ResyncInterval, KafkaTimeout: opts.KafkaTimeout, FinalizerTimeout: opts.FinalizerTimeout,
 	}).SetupWithManager(mgr)
 }

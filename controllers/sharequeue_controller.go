@@ -106,6 +106,9 @@ func (r *ShareQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	original = sq.DeepCopy()
 	sq.Status.TopicName, sq.Status.GroupID = topicNameOf(&sq), groupIDOf(&sq)
 	sq.Status.ObservedGeneration = gen
+	if err := r.syncDeadLetterStatus(ctx, &sq); err != nil {
+		return ctrl.Result{}, err
+	}
 
 	// --- cluster
 	var kc kqv1.KafkaCluster
@@ -727,16 +730,11 @@ func (r *ShareQueueReconciler) deleteGroup(ctx context.Context, cl *kafka.Client
 }
 
 func (r *ShareQueueReconciler) patchStatus(ctx context.Context, original, sq *kqv1.ShareQueue) error {
-	if equality.Semantic.DeepEqual(original.Status, sq.Status) {
-		return nil
-	}
-	return client.IgnoreNotFound(r.Status().Patch(ctx, sq, client.MergeFrom(original)))
+	return patchStatusIfChanged(ctx, r.Client, original, sq, equality.Semantic.DeepEqual(original.Status, sq.Status))
 }
 
 func (r *ShareQueueReconciler) event(obj *kqv1.ShareQueue, typ, reason, action, msg string) {
-	if r.Recorder != nil {
-		r.Recorder.Eventf(obj, nil, typ, reason, action, "%s", msg)
-	}
+	emitEvent(r.Recorder, obj, typ, reason, action, msg)
 }
 
 // SetupWithManager registers the controller, the clusterRef index and the KafkaCluster watch
@@ -769,6 +767,7 @@ func (r *ShareQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&kqv1.ShareQueue{}, builderWithGenerationOrAnnotationChange()).
 		Watches(&kqv1.KafkaCluster{}, handler.EnqueueRequestsFromMapFunc(r.queuesOfCluster)).
+		Watches(&kqv1.DeadLetterRoute{}, handler.EnqueueRequestsFromMapFunc(queueOfRoute)).
 		Watches(&kqv1.ShareQueue{}, handler.EnqueueRequestsFromMapFunc(r.sharersOf), builder.WithPredicates(predicate.Funcs{
 			CreateFunc: func(event.CreateEvent) bool { return false }, GenericFunc: func(event.GenericEvent) bool { return false },
 			DeleteFunc: func(event.DeleteEvent) bool { return true }, UpdateFunc: deletedOrFinalizing(),
@@ -779,6 +778,29 @@ func (r *ShareQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}).
 		Named("sharequeue").
 		Complete(r)
+}
+
+// syncDeadLetterStatus copies the queue's DeadLetterRoute (the oldest live one naming it) into
+// status.deadLetter.
+func (r *ShareQueueReconciler) syncDeadLetterStatus(ctx context.Context, sq *kqv1.ShareQueue) error {
+	var routes kqv1.DeadLetterRouteList
+	if err := r.List(ctx, &routes, client.InNamespace(sq.Namespace), client.MatchingFields{routeQueueIndex: sq.Name}); err != nil {
+		return err
+	}
+	route := oldestRoute(routes.Items)
+	if route == nil {
+		sq.Status.DeadLetter = nil
+		return nil
+	}
+	active := findCondition(route.Status.Conditions, kqv1.ConditionRouteActive)
+	sq.Status.DeadLetter = &kqv1.QueueDeadLetterStatus{Route: route.Name, TopicName: route.Status.TopicName, Mode: route.Status.EffectiveMode,
+		Active: active != nil && active.Status == metav1.ConditionTrue}
+	return nil
+}
+
+// queueOfRoute maps a DeadLetterRoute to the ShareQueue it names.
+func queueOfRoute(_ context.Context, o client.Object) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.(*kqv1.DeadLetterRoute).Spec.QueueRef.Name}}}
 }
 
 func (r *ShareQueueReconciler) queuesOfCluster(ctx context.Context, o client.Object) []reconcile.Request {

@@ -54,6 +54,21 @@ const (
 	// cluster; the operator never shrinks replication on its own.
 	ReasonShareStateBrokerMissing = "BrokerMissing"
 
+	// ReasonQueueNotFound: the ShareQueue a DeadLetterRoute names (spec.queueRef.name) does
+	// not exist.
+	ReasonQueueNotFound = "QueueNotFound"
+	// ReasonModeUnsupported: DeadLetterRoute spec.mode BrokerNative on a cluster below
+	// share.version 2 (KIP-1191).
+	ReasonModeUnsupported = "ModeUnsupported"
+	// ReasonTopicNamePrefixRequired: in BrokerNative mode the dead-letter topic's name must
+	// start with the brokers' errors.deadletterqueue.topic.name.prefix (default "dlq.").
+	ReasonTopicNamePrefixRequired = "TopicNamePrefixRequired"
+	// ReasonBrokerNative: the brokers write the group's dead records (KIP-1191).
+	ReasonBrokerNative = "BrokerNative"
+	// ReasonRepublisherUnavailable: Republisher mode, and no republisher writes the group's
+	// dead records yet.
+	ReasonRepublisherUnavailable = "RepublisherUnavailable"
+
 	// ReasonClusterNotFound: the referenced KafkaCluster does not exist.
 	ReasonClusterNotFound = "ClusterNotFound"
 	// ReasonClusterNotReady: the referenced KafkaCluster is not connected yet.

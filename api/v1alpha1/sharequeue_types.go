@@ -282,6 +282,21 @@ type QueueGroupStatus struct {
 	TotalLag *int64 `json:"totalLag,omitempty"`
 }
 
+// QueueDeadLetterStatus is where a queue's dead records go, copied from its DeadLetterRoute.
+type QueueDeadLetterStatus struct {
+	// route is the DeadLetterRoute's name (same namespace).
+	Route string `json:"route"`
+	// topicName is the dead-letter topic, once the route has resolved it.
+	// +optional
+	TopicName string `json:"topicName,omitempty"`
+	// mode is the route's effective mode: BrokerNative or Republisher.
+	// +optional
+	Mode DeadLetterMode `json:"mode,omitempty"`
+	// active mirrors the route's RouteActive condition.
+	// +optional
+	Active bool `json:"active,omitempty"`
+}
+
 // ShareQueueStatus is what the operator last observed of the queue.
 type ShareQueueStatus struct {
 	// observedGeneration is the metadata.generation this status describes.
@@ -330,6 +345,9 @@ type ShareQueueStatus struct {
 	// group is the live share group.
 	// +optional
 	Group *QueueGroupStatus `json:"group,omitempty"`
+	// deadLetter is the queue's DeadLetterRoute, when one names it.
+	// +optional
+	DeadLetter *QueueDeadLetterStatus `json:"deadLetter,omitempty"`
 	// plannedChanges lists what the operator would change, in Plan mode.
 	// +optional
 	// +listType=atomic

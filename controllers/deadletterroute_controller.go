@@ -1,0 +1,464 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+)
+
+// RouteFinalizer lets a DeadLetterRoute remove the broker-native dead-letter group configs it
+// set before it goes away. The dead-letter topic is always kept: it holds the dead records.
+const RouteFinalizer = "kafkaqueues.io/dead-letter-cleanup"
+
+// routeQueueIndex indexes DeadLetterRoutes by spec.queueRef.name.
+const routeQueueIndex = "spec.queueRef.name"
+
+// DeadLetterRouteReconciler reconciles DeadLetterRoute objects: the dead-letter topic, the
+// mode (BrokerNative or Republisher) and, in BrokerNative mode, the group's KIP-1191 configs.
+type DeadLetterRouteReconciler struct {
+	client.Client
+	APIReader client.Reader
+	Pool      *kafka.Pool
+	Recorder  events.EventRecorder
+	// ResyncInterval is how often a route is re-checked against Kafka.
+	ResyncInterval time.Duration
+	KafkaTimeout   time.Duration
+	// FinalizerTimeout bounds how long deletion waits for an unreachable cluster.
+	FinalizerTimeout time.Duration
+}
+
+// +kubebuilder:rbac:groups=kafkaqueues.io,resources=deadletterroutes,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=kafkaqueues.io,resources=deadletterroutes/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=kafkaqueues.io,resources=deadletterroutes/finalizers,verbs=update
+
+// Reconcile brings one DeadLetterRoute's topic and group configs in line with its spec.
+func (r *DeadLetterRouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	var dlr kqv1.DeadLetterRoute
+	if err := r.Get(ctx, req.NamespacedName, &dlr); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !dlr.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, &dlr)
+	}
+	if !controllerutil.ContainsFinalizer(&dlr, RouteFinalizer) {
+		patch := client.MergeFromWithOptions(dlr.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		controllerutil.AddFinalizer(&dlr, RouteFinalizer)
+		if err := r.Patch(ctx, &dlr, patch); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	original := dlr.DeepCopy()
+	gen := dlr.Generation
+	dlr.Status.ObservedGeneration = gen
+	dlr.Status.QueueName = dlr.Spec.QueueRef.Name
+
+	// --- one route per queue: the oldest wins
+	if first, err := r.firstRouteOf(ctx, dlr.Namespace, dlr.Spec.QueueRef.Name); err != nil {
+		return ctrl.Result{}, err
+	} else if first != nil && first.Name != dlr.Name {
+		msg := fmt.Sprintf("ShareQueue %s already has DeadLetterRoute %s (created %s); a queue has one route, so this one writes nothing", dlr.Spec.QueueRef.Name, first.Name, first.CreationTimestamp.UTC().Format(time.RFC3339))
+		if prev := findCondition(dlr.Status.Conditions, kqv1.ConditionConflict); prev == nil || prev.Status != metav1.ConditionTrue {
+			r.event(&dlr, corev1.EventTypeWarning, kqv1.ReasonConflict, "Reconcile", msg)
+		}
+		setCondition(&dlr.Status.Conditions, kqv1.ConditionConflict, condInput{metav1.ConditionTrue, kqv1.ReasonConflict, msg}, gen)
+		setCondition(&dlr.Status.Conditions, kqv1.ConditionRouteActive, condInput{metav1.ConditionFalse, kqv1.ReasonConflict, msg}, gen)
+		setKstatus(&dlr.Status.Conditions, condInput{metav1.ConditionFalse, kqv1.ReasonConflict, msg}, true, gen)
+		return ctrl.Result{}, r.patchStatus(ctx, original, &dlr)
+	}
+	setCondition(&dlr.Status.Conditions, kqv1.ConditionConflict, condInput{metav1.ConditionFalse, kqv1.ReasonNoConflict,
+		fmt.Sprintf("this is the only DeadLetterRoute of ShareQueue %s", dlr.Spec.QueueRef.Name)}, gen)
+
+	// --- source queue and its cluster
+	var sq kqv1.ShareQueue
+	if err := r.Get(ctx, types.NamespacedName{Namespace: dlr.Namespace, Name: dlr.Spec.QueueRef.Name}, &sq); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		r.waiting(&dlr, kqv1.ReasonQueueNotFound, fmt.Sprintf("ShareQueue %s/%s (spec.queueRef.name) does not exist", dlr.Namespace, dlr.Spec.QueueRef.Name))
+		return ctrl.Result{}, r.patchStatus(ctx, original, &dlr) // the ShareQueue watch brings us back
+	}
+	var kc kqv1.KafkaCluster
+	if err := r.Get(ctx, types.NamespacedName{Namespace: sq.Namespace, Name: sq.Spec.ClusterRef.Name}, &kc); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		r.waiting(&dlr, kqv1.ReasonClusterNotFound, fmt.Sprintf("KafkaCluster %s/%s of ShareQueue %s does not exist", sq.Namespace, sq.Spec.ClusterRef.Name, sq.Name))
+		return ctrl.Result{}, r.patchStatus(ctx, original, &dlr)
+	}
+	if c := findCondition(kc.Status.Conditions, kqv1.ConditionConnected); c == nil || c.Status != metav1.ConditionTrue {
+		r.waiting(&dlr, kqv1.ReasonClusterNotReady, fmt.Sprintf("KafkaCluster %s is not connected", kc.Name))
+		return ctrl.Result{}, r.patchStatus(ctx, original, &dlr)
+	}
+	kctx, cancel := context.WithTimeout(ctx, r.KafkaTimeout)
+	defer cancel()
+	cl, err := pooledClientFor(kctx, r.APIReader, r.Pool, &kc)
+	if err != nil {
+		r.waiting(&dlr, kqv1.ReasonClusterNotReady, fmt.Sprintf("KafkaCluster %s: %v", kc.Name, err))
+		return ctrl.Result{}, errors.Join(err, r.patchStatus(ctx, original, &dlr))
+	}
+
+	// --- observe
+	obs := routeObservation{Cluster: kc.Status, QueueTopic: topicNameOf(&sq), GroupID: groupIDOf(&sq)}
+	topicName := deadLetterTopicNameOf(&dlr, obs.QueueTopic, kc.Status)
+	if err := r.observe(kctx, cl, topicName, &obs); err != nil {
+		r.waiting(&dlr, kqv1.ReasonKafkaUnavailable, fmt.Sprintf("reading topic %s / group %s: %v", topicName, obs.GroupID, err))
+		return ctrl.Result{}, errors.Join(err, r.patchStatus(ctx, original, &dlr))
+	}
+
+	// --- plan, apply
+	plan := planRoute(&dlr, obs)
+	dlr.Status.TopicName = plan.TopicName
+	dlr.Status.EffectiveMode = plan.Mode
+	var topicErr, groupErr, transient error
+	if !plan.Blocked && !plan.Empty() {
+		logger.Info("kafka changes planned", "changes", plan.Changes())
+		topicErr, groupErr, transient = r.apply(kctx, cl, &dlr, &plan, obs.GroupID)
+	}
+
+	// --- report
+	topicCond, routeCond := plan.TopicReady, plan.RouteActive
+	if topicErr != nil {
+		topicCond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, "the brokers refused spec.topic: " + topicErr.Error()}
+		routeCond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, "no dead-letter topic: " + topicErr.Error()}
+	}
+	if groupErr != nil {
+		routeCond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, fmt.Sprintf("the brokers refused the dead-letter configs of group %s: %v", obs.GroupID, groupErr)}
+	}
+	if transient != nil {
+		routeCond = condInput{metav1.ConditionUnknown, kqv1.ReasonKafkaUnavailable, "applying: " + transient.Error()}
+	}
+	setCondition(&dlr.Status.Conditions, kqv1.ConditionTopicReady, topicCond, gen)
+	setCondition(&dlr.Status.Conditions, kqv1.ConditionRouteActive, routeCond, gen)
+	ready := condInput{metav1.ConditionTrue, kqv1.ReasonReady, routeCond.Message}
+	stalled := false
+	switch {
+	case topicCond.Status != metav1.ConditionTrue:
+		ready = condInput{metav1.ConditionFalse, topicCond.Reason, topicCond.Message}
+		stalled = topicCond.Status == metav1.ConditionFalse
+	case routeCond.Status != metav1.ConditionTrue:
+		ready = condInput{metav1.ConditionFalse, routeCond.Reason, routeCond.Message}
+		stalled = routeCond.Status == metav1.ConditionFalse
+	}
+	setKstatus(&dlr.Status.Conditions, ready, stalled, gen)
+	if err := r.patchStatus(ctx, original, &dlr); err != nil {
+		return ctrl.Result{}, err
+	}
+	if transient != nil {
+		return ctrl.Result{}, transient
+	}
+	return ctrl.Result{RequeueAfter: r.ResyncInterval}, nil
+}
+
+// observe reads the dead-letter topic, its configs and the group's configs, concurrently
+// batched with other reconciles by the pooled client.
+func (r *DeadLetterRouteReconciler) observe(ctx context.Context, cl *kafka.Client, topicName string, obs *routeObservation) error {
+	topics, err := cl.DescribeTopics(ctx, topicName)
+	if err != nil {
+		return err
+	}
+	obs.Topic = topics[topicName]
+	if obs.Topic.Err != nil && !kafka.IsNotFound(obs.Topic.Err) {
+		return obs.Topic.Err
+	}
+	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: obs.GroupID}
+	topicKey := kafka.ResourceKey{Type: kafka.TopicResource, Name: topicName}
+	cfgs, err := cl.DescribeConfigs(ctx, []kafka.ResourceKey{groupKey, topicKey})
+	if err != nil {
+		return err
+	}
+	if rc := cfgs[groupKey]; rc.Err == nil {
+		obs.GroupConfigs = rc.Configs
+	} else if !kafka.IsUnsupported(rc.Err) {
+		return rc.Err
+	}
+	if obs.Topic.Err == nil {
+		if rc := cfgs[topicKey]; rc.Err != nil {
+			return rc.Err
+		} else {
+			obs.TopicConfigs = rc.Configs
+		}
+	}
+	return nil
+}
+
+// apply sends the plan's writes concurrently and splits the outcome into the topic's and the
+// group's non-retriable errors and a retriable one.
+func (r *DeadLetterRouteReconciler) apply(ctx context.Context, cl *kafka.Client, dlr *kqv1.DeadLetterRoute, plan *routePlan, groupID string) (topicErr, groupErr, transient error) {
+	classify := func(err error, target *error) {
+		if err == nil {
+			return
+		}
+		if kafka.IsRetriable(err) || kafka.IsAlreadyExists(err) {
+			transient = errors.Join(transient, err)
+		} else {
+			*target = errors.Join(*target, err)
+		}
+	}
+	var done []string
+	if t := plan.CreateTopic; t != nil {
+		res, err := cl.CreateTopics(ctx, []kafka.NewTopic{*t})
+		if err == nil {
+			err = res[t.Name].Err
+		}
+		classify(err, &topicErr)
+		if err == nil {
+			done = append(done, plan.Changes()[0])
+		}
+	}
+	if plan.GrowPartitionsTo > 0 {
+		res, err := cl.GrowPartitions(ctx, map[string]int32{plan.TopicName: plan.GrowPartitionsTo})
+		if err == nil {
+			err = res[plan.TopicName]
+		}
+		classify(err, &topicErr)
+		if err == nil {
+			done = append(done, fmt.Sprintf("topic %s grown to %d partitions", plan.TopicName, plan.GrowPartitionsTo))
+		}
+	}
+	var alts []kafka.Alteration
+	topicKey := kafka.ResourceKey{Type: kafka.TopicResource, Name: plan.TopicName}
+	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: groupID}
+	if len(plan.TopicConfigs) > 0 {
+		alts = append(alts, kafka.Alteration{Resource: topicKey, Configs: plan.TopicConfigs})
+	}
+	if len(plan.GroupConfigs) > 0 {
+		alts = append(alts, kafka.Alteration{Resource: groupKey, Configs: plan.GroupConfigs})
+	}
+	if len(alts) > 0 {
+		res, err := cl.IncrementalAlterConfigs(ctx, alts)
+		if err != nil {
+			classify(err, &groupErr)
+		} else {
+			if len(plan.TopicConfigs) > 0 {
+				classify(res[topicKey], &topicErr)
+				if res[topicKey] == nil {
+					done = append(done, changesOf(plan.TopicConfigs, "topic "+plan.TopicName))
+				}
+			}
+			if len(plan.GroupConfigs) > 0 {
+				classify(res[groupKey], &groupErr)
+				if res[groupKey] == nil {
+					done = append(done, changesOf(plan.GroupConfigs, "group "+groupID))
+				}
+			}
+		}
+	}
+	if len(done) > 0 {
+		r.event(dlr, corev1.EventTypeNormal, "DeadLetterRouteApplied", "Apply", strings.Join(done, "; "))
+	}
+	return topicErr, groupErr, transient
+}
+
+// firstRouteOf returns the route that owns queue: the oldest (then lowest-named) live one.
+func (r *DeadLetterRouteReconciler) firstRouteOf(ctx context.Context, ns, queue string) (*kqv1.DeadLetterRoute, error) {
+	var list kqv1.DeadLetterRouteList
+	if err := r.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{routeQueueIndex: queue}); err != nil {
+		return nil, err
+	}
+	return oldestRoute(list.Items), nil
+}
+
+// oldestRoute picks the owning route among those naming one queue: not being deleted, oldest
+// creationTimestamp, then lowest name.
+func oldestRoute(routes []kqv1.DeadLetterRoute) *kqv1.DeadLetterRoute {
+	var first *kqv1.DeadLetterRoute
+	for i := range routes {
+		c := &routes[i]
+		if !c.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if first == nil || c.CreationTimestamp.Before(&first.CreationTimestamp) ||
+			(c.CreationTimestamp.Equal(&first.CreationTimestamp) && c.Name < first.Name) {
+			first = c
+		}
+	}
+	return first
+}
+
+// waiting records a wait on something outside the route (queue, cluster, Kafka).
+func (r *DeadLetterRouteReconciler) waiting(dlr *kqv1.DeadLetterRoute, reason, msg string) {
+	gen := dlr.Generation
+	in := condInput{metav1.ConditionFalse, reason, msg}
+	if reason == kqv1.ReasonKafkaUnavailable {
+		in.Status = metav1.ConditionUnknown
+	}
+	unknown := condInput{metav1.ConditionUnknown, reason, "not evaluated: " + msg}
+	setCondition(&dlr.Status.Conditions, kqv1.ConditionTopicReady, unknown, gen)
+	setCondition(&dlr.Status.Conditions, kqv1.ConditionRouteActive, in, gen)
+	setKstatus(&dlr.Status.Conditions, in, false, gen)
+}
+
+// finalize removes the broker-native dead-letter configs this route set on the group (so the
+// brokers stop writing to a topic nobody declares), keeps the topic, and releases the
+// finalizer. An unreachable cluster is waited for up to FinalizerTimeout.
+func (r *DeadLetterRouteReconciler) finalize(ctx context.Context, dlr *kqv1.DeadLetterRoute) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(dlr, RouteFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	release := func() (ctrl.Result, error) {
+		patch := client.MergeFrom(dlr.DeepCopy())
+		controllerutil.RemoveFinalizer(dlr, RouteFinalizer)
+		return ctrl.Result{}, client.IgnoreNotFound(r.Patch(ctx, dlr, patch))
+	}
+	if dlr.Status.EffectiveMode != kqv1.DeadLetterModeBrokerNative {
+		return release()
+	}
+	giveUp := func(why string) (ctrl.Result, error) {
+		if wait := r.FinalizerTimeout - time.Since(dlr.DeletionTimestamp.Time); wait > 0 {
+			return ctrl.Result{RequeueAfter: min(wait, 15*time.Second)}, nil
+		}
+		r.event(dlr, corev1.EventTypeWarning, "CleanupAbandoned", "Delete",
+			fmt.Sprintf("%s; released the finalizer after %s, leaving the %s configs on the group", why, r.FinalizerTimeout, dlqTopicNameConfig))
+		return release()
+	}
+	var sq kqv1.ShareQueue
+	if err := r.Get(ctx, types.NamespacedName{Namespace: dlr.Namespace, Name: dlr.Spec.QueueRef.Name}, &sq); err != nil {
+		if apierrors.IsNotFound(err) {
+			return release() // the queue's own deletion handles its group
+		}
+		return ctrl.Result{}, err
+	}
+	var kc kqv1.KafkaCluster
+	if err := r.Get(ctx, types.NamespacedName{Namespace: sq.Namespace, Name: sq.Spec.ClusterRef.Name}, &kc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return release()
+		}
+		return ctrl.Result{}, err
+	}
+	kctx, cancel := context.WithTimeout(ctx, r.KafkaTimeout)
+	defer cancel()
+	cl, err := pooledClientFor(kctx, r.APIReader, r.Pool, &kc)
+	if err != nil {
+		return giveUp(fmt.Sprintf("cannot build a client for KafkaCluster %s: %v", kc.Name, err))
+	}
+	groupID := groupIDOf(&sq)
+	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: groupID}
+	cfgs, err := cl.DescribeConfigs(kctx, []kafka.ResourceKey{groupKey})
+	if err != nil {
+		return giveUp(fmt.Sprintf("cannot reach KafkaCluster %s: %v", kc.Name, err))
+	}
+	var del []kafka.AlterConfig
+	for _, k := range []string{dlqTopicNameConfig, dlqCopyRecordConfig} {
+		e, ok := cfgs[groupKey].Configs[k]
+		// Only the topic this route set is unset: a value someone else put there stays.
+		if ok && e.IsOverride() && (k != dlqTopicNameConfig || e.Value == dlr.Status.TopicName) {
+			del = append(del, kafka.AlterConfig{Name: k, Op: kafka.OpDelete})
+		}
+	}
+	if len(del) > 0 {
+		res, err := cl.IncrementalAlterConfigs(kctx, []kafka.Alteration{{Resource: groupKey, Configs: del}})
+		if err == nil {
+			err = res[groupKey]
+		}
+		if err != nil {
+			return giveUp(fmt.Sprintf("removing the dead-letter configs of group %s: %v", groupID, err))
+		}
+		r.event(dlr, corev1.EventTypeNormal, "DeadLetterRouteRemoved", "Delete",
+			fmt.Sprintf("removed %s from group %s; topic %s and its dead records are kept", changesOf(del, "group "+groupID), groupID, dlr.Status.TopicName))
+	}
+	return release()
+}
+
+func (r *DeadLetterRouteReconciler) patchStatus(ctx context.Context, original, dlr *kqv1.DeadLetterRoute) error {
+	return patchStatusIfChanged(ctx, r.Client, original, dlr, equality.Semantic.DeepEqual(original.Status, dlr.Status))
+}
+
+func (r *DeadLetterRouteReconciler) event(obj *kqv1.DeadLetterRoute, typ, reason, action, msg string) {
+	emitEvent(r.Recorder, obj, typ, reason, action, msg)
+}
+
+// SetupWithManager registers the controller, the queueRef index, and watches on ShareQueues
+// (a route waits for its queue) and KafkaClusters (share.version raised → mode changes).
+func (r *DeadLetterRouteReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.ResyncInterval == 0 {
+		r.ResyncInterval = 10 * time.Minute
+	}
+	if r.KafkaTimeout == 0 {
+		r.KafkaTimeout = 30 * time.Second
+	}
+	if r.FinalizerTimeout <= 0 {
+		r.FinalizerTimeout = defaultFinalizerTimeout
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&kqv1.DeadLetterRoute{}, builderWithGenerationOrAnnotationChange()).
+		Watches(&kqv1.ShareQueue{}, handler.EnqueueRequestsFromMapFunc(r.routesOfQueue)).
+		Watches(&kqv1.KafkaCluster{}, handler.EnqueueRequestsFromMapFunc(r.routesOfCluster)).
+		// A route that loses its owner (deleted) lets the next one take over.
+		Watches(&kqv1.DeadLetterRoute{}, handler.EnqueueRequestsFromMapFunc(r.siblingsOf), builder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(event.CreateEvent) bool { return false }, GenericFunc: func(event.GenericEvent) bool { return false },
+			DeleteFunc: func(event.DeleteEvent) bool { return true }, UpdateFunc: deletedOrFinalizing(),
+		})).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: 4,
+			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, 2*time.Minute),
+		}).
+		Named("deadletterroute").
+		Complete(r)
+}
+
+// indexRoutes registers the queueRef index (shared by both queue and route reconcilers).
+func indexRoutes(mgr ctrl.Manager) error {
+	return mgr.GetFieldIndexer().IndexField(context.Background(), &kqv1.DeadLetterRoute{}, routeQueueIndex, func(o client.Object) []string {
+		return []string{o.(*kqv1.DeadLetterRoute).Spec.QueueRef.Name}
+	})
+}
+
+func (r *DeadLetterRouteReconciler) routesOfQueue(ctx context.Context, o client.Object) []reconcile.Request {
+	var list kqv1.DeadLetterRouteList
+	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{routeQueueIndex: o.GetName()}); err != nil {
+		return nil
+	}
+	return routeRequests(list.Items)
+}
+
+func (r *DeadLetterRouteReconciler) siblingsOf(ctx context.Context, o client.Object) []reconcile.Request {
+	var list kqv1.DeadLetterRouteList
+	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{routeQueueIndex: o.(*kqv1.DeadLetterRoute).Spec.QueueRef.Name}); err != nil {
+		return nil
+	}
+	return routeRequests(list.Items)
+}
+
+func (r *DeadLetterRouteReconciler) routesOfCluster(ctx context.Context, o client.Object) []reconcile.Request {
+	var queues kqv1.ShareQueueList
+	if err := r.List(ctx, &queues, client.InNamespace(o.GetNamespace()), client.MatchingFields{clusterRefIndex: o.GetName()}); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range queues.Items {
+		out = append(out, r.routesOfQueue(ctx, &queues.Items[i])...)
+	}
+	return out
+}
+
+func routeRequests(routes []kqv1.DeadLetterRoute) []reconcile.Request {
+	out := make([]reconcile.Request, 0, len(routes))
+	for _, d := range routes {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: d.Namespace, Name: d.Name}})
+	}
+	return out
+}

@@ -1,0 +1,246 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+)
+
+// waitRoute waits until the route's condition typ has status want at its generation.
+func (r *testRig) waitRoute(t *testing.T, dlr *kqv1.DeadLetterRoute, typ string, want metav1.ConditionStatus) *kqv1.DeadLetterRoute {
+	t.Helper()
+	out := &kqv1.DeadLetterRoute{}
+	eventually(t, 60*time.Second, func() string {
+		if err := r.k8s.Get(ctxFor(t), client.ObjectKeyFromObject(dlr), out); err != nil {
+			return err.Error()
+		}
+		c := findCondition(out.Status.Conditions, typ)
+		if c == nil || c.Status != want || c.ObservedGeneration != out.Generation {
+			return fmt.Sprintf("DeadLetterRoute %s: want %s=%s; conditions %+v", dlr.Name, typ, want, out.Status.Conditions)
+		}
+		return ""
+	})
+	return out
+}
+
+// Kafka 4.4 formats new clusters at share.version 2, so Auto resolves to the brokers' own
+// dead-letter queue (KIP-1191): a record rejected by a plain franz-go share consumer lands in
+// the route's topic, written by the broker.
+func TestDeadLetterRouteBrokerNative(t *testing.T) {
+	r := startRig(t)
+	ns := r.newNamespace(t)
+	r.newCluster(t, ns)
+	ctx := ctxFor(t)
+	topic, group := "orders-"+ns, "orders-"+ns
+	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"}, Spec: kqv1.ShareQueueSpec{
+		ClusterRef: kqv1.ClusterReference{Name: "local"},
+		Topic:      kqv1.QueueTopicSpec{Name: topic},
+		GroupID:    group,
+		Delivery:   kqv1.DeliverySpec{MaxDeliveryAttempts: ptr.To[int32](2), AutoOffsetReset: ptr.To("earliest")},
+	}}
+	if err := r.k8s.Create(ctx, sq); err != nil {
+		t.Fatal(err)
+	}
+	r.waitQueue(t, sq, kqv1.ConditionReady, metav1.ConditionTrue)
+
+	dlr := &kqv1.DeadLetterRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders-dead"}, Spec: kqv1.DeadLetterRouteSpec{
+		QueueRef: kqv1.QueueReference{Name: "orders"}, CopyRecord: true,
+	}}
+	if err := r.k8s.Create(ctx, dlr); err != nil {
+		t.Fatal(err)
+	}
+	got := r.waitRoute(t, dlr, kqv1.ConditionReady, metav1.ConditionTrue)
+	dlqTopic := "dlq." + topic
+	if got.Status.EffectiveMode != kqv1.DeadLetterModeBrokerNative || got.Status.TopicName != dlqTopic || got.Status.QueueName != "orders" {
+		t.Fatalf("status %+v, want BrokerNative, topic %s, queue orders", got.Status, dlqTopic)
+	}
+	eventually(t, 30*time.Second, func() string {
+		var q kqv1.ShareQueue
+		if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(sq), &q); err != nil {
+			return err.Error()
+		}
+		if d := q.Status.DeadLetter; d == nil || d.Route != dlr.Name || d.TopicName != dlqTopic || d.Mode != kqv1.DeadLetterModeBrokerNative || !d.Active {
+			return fmt.Sprintf("ShareQueue status.deadLetter %+v", q.Status.DeadLetter)
+		}
+		return ""
+	})
+	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: group}
+	waitConfig(t, r.admin, groupKey, dlqTopicNameConfig, func(e kafka.ConfigEntry) string {
+		if e.Value != dlqTopic {
+			return fmt.Sprintf("%s = %q, want %q", dlqTopicNameConfig, e.Value, dlqTopic)
+		}
+		return ""
+	})
+	waitConfig(t, r.admin, kafka.ResourceKey{Type: kafka.TopicResource, Name: dlqTopic}, dlqGroupEnableConfig, func(e kafka.ConfigEntry) string {
+		if e.Value != "true" {
+			return fmt.Sprintf("%s = %q on %s", dlqGroupEnableConfig, e.Value, dlqTopic)
+		}
+		return ""
+	})
+
+	// A share consumer rejects one record of three; the broker writes it to the DLQ.
+	bootstrap := r.kafka.BootstrapServers()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	for _, v := range []string{"ok-1", "poison", "ok-2"} {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Key: []byte(v), Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.ShareGroup(group), kgo.ConsumeTopics(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	seen := map[string]bool{}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(seen) < 3 && time.Now().Before(deadline) {
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		fs := cons.PollFetches(pctx)
+		cancel()
+		fs.EachRecord(func(rec *kgo.Record) {
+			seen[string(rec.Value)] = true
+			if string(rec.Value) == "poison" {
+				rec.Ack(kgo.AckReject)
+			} else {
+				rec.Ack(kgo.AckAccept)
+			}
+		})
+		if err := cons.FlushAcks(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(seen) < 3 {
+		t.Fatalf("share consumer saw %v, want all 3 records", seen)
+	}
+
+	dead := readAll(t, bootstrap, dlqTopic, 1, 60*time.Second)
+	if len(dead) != 1 || string(dead[0].Value) != "poison" {
+		t.Fatalf("DLQ %s holds %d records (%v), want the rejected one with its value (copyRecord)", dlqTopic, len(dead), values(dead))
+	}
+	var hs []string
+	for _, h := range dead[0].Headers {
+		hs = append(hs, h.Key+"="+string(h.Value))
+	}
+	t.Logf("broker-written DLQ record headers: %s", strings.Join(hs, ", "))
+	joined := strings.Join(hs, " ")
+	for _, want := range []string{group, topic} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("DLQ headers %v do not carry %q (the broker's provenance metadata)", hs, want)
+		}
+	}
+
+	// A second route for the same queue is a Conflict that names the first.
+	second := &kqv1.DeadLetterRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders-dead-2"}, Spec: kqv1.DeadLetterRouteSpec{QueueRef: kqv1.QueueReference{Name: "orders"}}}
+	if err := r.k8s.Create(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	c := findCondition(r.waitRoute(t, second, kqv1.ConditionConflict, metav1.ConditionTrue).Status.Conditions, kqv1.ConditionConflict)
+	if !strings.Contains(c.Message, dlr.Name) {
+		t.Errorf("Conflict message %q does not name the first route %s", c.Message, dlr.Name)
+	}
+
+	// Deleting the first route removes its group configs, keeps the topic, and the second
+	// route takes over.
+	if err := r.k8s.Delete(ctx, dlr); err != nil {
+		t.Fatal(err)
+	}
+	r.waitRoute(t, second, kqv1.ConditionReady, metav1.ConditionTrue)
+	topics, err := r.admin.DescribeTopics(ctx, dlqTopic)
+	if err != nil || topics[dlqTopic].Err != nil {
+		t.Fatalf("DLQ topic %s after the route was deleted: %v %v; dead records must be kept", dlqTopic, err, topics[dlqTopic].Err)
+	}
+	waitConfig(t, r.admin, groupKey, dlqCopyRecordConfig, func(e kafka.ConfigEntry) string {
+		if e.Value != "false" {
+			return fmt.Sprintf("%s = %q, want the second route's false", dlqCopyRecordConfig, e.Value)
+		}
+		return ""
+	})
+}
+
+// An explicit Republisher route creates its topic in any mode, leaves the group's broker DLQ
+// configs alone (none are set), and says that no republisher writes to it yet.
+func TestDeadLetterRouteRepublisherMode(t *testing.T) {
+	r := startRig(t)
+	ns := r.newNamespace(t)
+	r.newCluster(t, ns)
+	ctx := ctxFor(t)
+	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "jobs"}, Spec: kqv1.ShareQueueSpec{
+		ClusterRef: kqv1.ClusterReference{Name: "local"}, Topic: kqv1.QueueTopicSpec{Name: "jobs-" + ns}, GroupID: "jobs-" + ns}}
+	if err := r.k8s.Create(ctx, sq); err != nil {
+		t.Fatal(err)
+	}
+	dlqTopic := "jobs-dead-" + ns
+	dlr := &kqv1.DeadLetterRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "jobs-dead"}, Spec: kqv1.DeadLetterRouteSpec{
+		QueueRef: kqv1.QueueReference{Name: "jobs"}, Mode: kqv1.DeadLetterModeRepublisher, Topic: kqv1.DeadLetterTopicSpec{Name: dlqTopic}}}
+	if err := r.k8s.Create(ctx, dlr); err != nil {
+		t.Fatal(err)
+	}
+	got := r.waitRoute(t, dlr, kqv1.ConditionRouteActive, metav1.ConditionFalse)
+	if got.Status.EffectiveMode != kqv1.DeadLetterModeRepublisher || got.Status.TopicName != dlqTopic {
+		t.Errorf("status %+v, want Republisher and topic %s", got.Status, dlqTopic)
+	}
+	if c := findCondition(got.Status.Conditions, kqv1.ConditionRouteActive); c.Reason != kqv1.ReasonRepublisherUnavailable {
+		t.Errorf("RouteActive %+v", c)
+	}
+	if c := findCondition(got.Status.Conditions, kqv1.ConditionTopicReady); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("TopicReady %+v: the route's topic is created in every mode", c)
+	}
+	topics, err := r.admin.DescribeTopics(ctx, dlqTopic)
+	if err != nil || topics[dlqTopic].Err != nil {
+		t.Errorf("Republisher route's topic: %v %v", err, topics[dlqTopic].Err)
+	}
+	cfgs, err := r.admin.DescribeConfigs(ctx, []kafka.ResourceKey{{Type: kafka.GroupResource, Name: "jobs-" + ns}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, e := range cfgs[kafka.ResourceKey{Type: kafka.GroupResource, Name: "jobs-" + ns}].Configs {
+		if strings.HasPrefix(k, "errors.deadletterqueue.") && e.IsOverride() {
+			t.Errorf("group config %s=%s set in Republisher mode: the broker would dead-letter too", k, e.Value)
+		}
+	}
+}
+
+func readAll(t *testing.T, bootstrap []string, topic string, want int, timeout time.Duration) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []*kgo.Record
+	deadline := time.Now().Add(timeout)
+	for len(out) < want && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		out = append(out, fs.Records()...)
+	}
+	// Anything beyond want that is already there is read too (duplicates must show up).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	out = append(out, cl.PollFetches(ctx).Records()...)
+	cancel()
+	return out
+}
+
+func values(rs []*kgo.Record) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, string(r.Value))
+	}
+	return out
+}

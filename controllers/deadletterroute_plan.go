@@ -1,0 +1,211 @@
+package controllers
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+)
+
+// Broker-native dead-letter configs (KIP-1191, share.version 2).
+const (
+	// dlqTopicNameConfig is the group config naming a share group's dead-letter topic.
+	dlqTopicNameConfig = "errors.deadletterqueue.topic.name"
+	// dlqCopyRecordConfig is the group config that makes the brokers copy key, value and
+	// headers of a dead record (false: its metadata only).
+	dlqCopyRecordConfig = "errors.deadletterqueue.copy.record.enable"
+	// dlqGroupEnableConfig is the topic config a hand-made dead-letter topic needs before
+	// the brokers write share-group dead records to it.
+	dlqGroupEnableConfig = "errors.deadletterqueue.group.enable"
+	// defaultDLQTopicPrefix is the brokers' default errors.deadletterqueue.topic.name.prefix.
+	defaultDLQTopicPrefix = "dlq."
+)
+
+// routeObservation is what a DeadLetterRoute reconcile read: the source queue, its cluster's
+// facts, and the live dead-letter topic and group configs.
+type routeObservation struct {
+	Cluster      kqv1.KafkaClusterStatus
+	QueueTopic   string
+	GroupID      string
+	Topic        kafka.Topic // Err IsNotFound when the topic does not exist
+	TopicConfigs map[string]kafka.ConfigEntry
+	GroupConfigs map[string]kafka.ConfigEntry
+}
+
+// routePlan is the Kafka changes a DeadLetterRoute needs and the status they lead to.
+type routePlan struct {
+	Mode             kqv1.DeadLetterMode
+	TopicName        string
+	CreateTopic      *kafka.NewTopic
+	GrowPartitionsTo int32
+	TopicConfigs     []kafka.AlterConfig
+	GroupConfigs     []kafka.AlterConfig
+	// Blocked: nothing may be written until the user changes the spec or the cluster.
+	Blocked     bool
+	TopicReady  condInput
+	RouteActive condInput
+}
+
+// Empty reports a plan with no Kafka write.
+func (p routePlan) Empty() bool {
+	return p.CreateTopic == nil && p.GrowPartitionsTo == 0 && len(p.TopicConfigs) == 0 && len(p.GroupConfigs) == 0
+}
+
+// Changes lists the plan's writes in words, for events and logs.
+func (p routePlan) Changes() []string {
+	var out []string
+	if t := p.CreateTopic; t != nil {
+		out = append(out, fmt.Sprintf("create topic %s with %d partitions", t.Name, t.Partitions))
+	}
+	if p.GrowPartitionsTo > 0 {
+		out = append(out, fmt.Sprintf("grow topic %s to %d partitions", p.TopicName, p.GrowPartitionsTo))
+	}
+	for _, c := range p.TopicConfigs {
+		out = append(out, describeAlter("topic "+p.TopicName, c))
+	}
+	for _, c := range p.GroupConfigs {
+		out = append(out, describeAlter("group", c))
+	}
+	return out
+}
+
+// resolveDeadLetterMode turns spec.mode into the mode in use: Auto is BrokerNative when the
+// cluster's share.version is 2 or more (KIP-1191), else Republisher. It returns "" and a
+// message when an explicit BrokerNative cannot work on this cluster.
+func resolveDeadLetterMode(spec kqv1.DeadLetterMode, cs kqv1.KafkaClusterStatus) (kqv1.DeadLetterMode, string) {
+	switch spec {
+	case kqv1.DeadLetterModeBrokerNative:
+		if !cs.BrokerNativeDLQ {
+			return "", fmt.Sprintf("spec.mode is BrokerNative, which needs share.version 2 (KIP-1191); the cluster's finalized share.version is %d. Use mode Auto or Republisher, or raise share.version (KafkaCluster spec.featurePolicy Finalize with targetShareVersion 2)", cs.ShareVersion)
+		}
+		return kqv1.DeadLetterModeBrokerNative, ""
+	case kqv1.DeadLetterModeRepublisher:
+		return kqv1.DeadLetterModeRepublisher, ""
+	default:
+		if cs.BrokerNativeDLQ {
+			return kqv1.DeadLetterModeBrokerNative, ""
+		}
+		return kqv1.DeadLetterModeRepublisher, ""
+	}
+}
+
+// dlqTopicPrefix is the brokers' errors.deadletterqueue.topic.name.prefix, or its default.
+func dlqTopicPrefix(cs kqv1.KafkaClusterStatus) string {
+	if cs.DeadLetterTopicPrefix != nil {
+		return *cs.DeadLetterTopicPrefix
+	}
+	return defaultDLQTopicPrefix
+}
+
+// deadLetterTopicNameOf is spec.topic.name, else the pinned status.topicName, else the
+// brokers' prefix followed by the queue's topic ("dlq.orders"). The default carries the prefix
+// in every mode, so a route that moves from Republisher to BrokerNative (share.version raised
+// to 2) keeps its topic.
+func deadLetterTopicNameOf(dlr *kqv1.DeadLetterRoute, queueTopic string, cs kqv1.KafkaClusterStatus) string {
+	switch {
+	case dlr.Spec.Topic.Name != "":
+		return dlr.Spec.Topic.Name
+	case dlr.Status.TopicName != "":
+		return dlr.Status.TopicName
+	default:
+		return dlqTopicPrefix(cs) + queueTopic
+	}
+}
+
+// planRoute decides the dead-letter topic and group-config writes of a route. It is pure.
+//
+// Rules: the topic is created when missing (partitions, replicationFactor, config) or adopted
+// when it exists (partitions only grow; declared configs are set, others left alone). In
+// BrokerNative mode the topic name must start with the brokers' prefix, the topic carries
+// errors.deadletterqueue.group.enable=true, and the group gets errors.deadletterqueue.topic.name
+// and errors.deadletterqueue.copy.record.enable (KIP-1191). In Republisher mode the group's
+// broker-native DLQ configs are removed if present, so records are not dead-lettered twice.
+func planRoute(dlr *kqv1.DeadLetterRoute, obs routeObservation) routePlan {
+	p := routePlan{}
+	mode, why := resolveDeadLetterMode(dlr.Spec.Mode, obs.Cluster)
+	p.TopicName = deadLetterTopicNameOf(dlr, obs.QueueTopic, obs.Cluster)
+	if mode == "" {
+		p.Blocked = true
+		p.TopicReady = condInput{metav1.ConditionUnknown, kqv1.ReasonModeUnsupported, "not evaluated: " + why}
+		p.RouteActive = condInput{metav1.ConditionFalse, kqv1.ReasonModeUnsupported, why}
+		return p
+	}
+	p.Mode = mode
+	native := mode == kqv1.DeadLetterModeBrokerNative
+	if prefix := dlqTopicPrefix(obs.Cluster); native && !strings.HasPrefix(p.TopicName, prefix) {
+		msg := fmt.Sprintf("spec.topic.name %q does not start with the brokers' errors.deadletterqueue.topic.name.prefix %q, which BrokerNative mode requires (KIP-1191); use %q or leave spec.topic.name empty", p.TopicName, prefix, prefix+p.TopicName)
+		p.Blocked = true
+		p.TopicReady = condInput{metav1.ConditionFalse, kqv1.ReasonTopicNamePrefixRequired, msg}
+		p.RouteActive = condInput{metav1.ConditionFalse, kqv1.ReasonTopicNamePrefixRequired, msg}
+		return p
+	}
+	if p.TopicName == obs.QueueTopic {
+		msg := fmt.Sprintf("spec.topic.name %q is the queue's own topic; dead records need a topic of their own", p.TopicName)
+		p.Blocked = true
+		p.TopicReady = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, msg}
+		p.RouteActive = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, msg}
+		return p
+	}
+
+	want := map[string]string{}
+	for k, v := range normalisedConfigs(dlr.Spec.Topic.Config) {
+		want[k] = v
+	}
+	if native {
+		want[dlqGroupEnableConfig] = "true"
+	}
+	partitions := max(dlr.Spec.Topic.Partitions, 1)
+	exists := obs.Topic.Err == nil
+	switch {
+	case !exists:
+		rf := int16(-1)
+		if dlr.Spec.Topic.ReplicationFactor != nil {
+			rf = int16(*dlr.Spec.Topic.ReplicationFactor)
+		}
+		p.CreateTopic = &kafka.NewTopic{Name: p.TopicName, Partitions: partitions, ReplicationFactor: rf, Configs: want}
+		p.TopicReady = condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("topic %s has %d partitions", p.TopicName, partitions)}
+	default:
+		have := obs.Topic.Partitions
+		switch {
+		case partitions > have:
+			p.GrowPartitionsTo = partitions
+			have = partitions
+		case partitions < have:
+			// More partitions than declared is harmless for a dead-letter topic: reported, kept.
+		}
+		for _, k := range sortedKeys(want) {
+			if e, ok := obs.TopicConfigs[k]; !ok || normaliseValue(e.Value) != normaliseValue(want[k]) {
+				p.TopicConfigs = append(p.TopicConfigs, kafka.AlterConfig{Name: k, Op: kafka.OpSet, Value: want[k]})
+			}
+		}
+		p.TopicReady = condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("topic %s has %d partitions", p.TopicName, have)}
+	}
+
+	if native {
+		group := map[string]string{dlqTopicNameConfig: p.TopicName, dlqCopyRecordConfig: strconv.FormatBool(dlr.Spec.CopyRecord)}
+		for _, k := range sortedKeys(group) {
+			if e, ok := obs.GroupConfigs[k]; !ok || !e.IsOverride() || e.Value != group[k] {
+				p.GroupConfigs = append(p.GroupConfigs, kafka.AlterConfig{Name: k, Op: kafka.OpSet, Value: group[k]})
+			}
+		}
+		what := "its metadata (group, topic, partition, offset, delivery count)"
+		if dlr.Spec.CopyRecord {
+			what = "a copy of the record with its metadata"
+		}
+		p.RouteActive = condInput{metav1.ConditionTrue, kqv1.ReasonBrokerNative,
+			fmt.Sprintf("the brokers write %s to topic %s for every record of group %s that is rejected or released past the delivery limit (%s, KIP-1191)", what, p.TopicName, obs.GroupID, dlqTopicNameConfig)}
+		return p
+	}
+	for _, k := range []string{dlqTopicNameConfig, dlqCopyRecordConfig} {
+		if e, ok := obs.GroupConfigs[k]; ok && e.IsOverride() {
+			p.GroupConfigs = append(p.GroupConfigs, kafka.AlterConfig{Name: k, Op: kafka.OpDelete})
+		}
+	}
+	p.RouteActive = condInput{metav1.ConditionFalse, kqv1.ReasonRepublisherUnavailable,
+		fmt.Sprintf("mode %s: dead records of group %s are written to %s only by the republisher sidecar, which this operator version does not inject yet; until then the brokers archive them with no copy", mode, obs.GroupID, p.TopicName)}
+	return p
+}
