@@ -21,12 +21,13 @@ generate: ## Generate DeepCopy methods (controller-gen).
 .PHONY: manifests
 manifests: ## Generate CRDs and RBAC into config/ (controller-gen) and docs/reference.md from the CRDs.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./controllers/... output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=manager-role paths="./controllers/...;./internal/webhook/..." output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) webhook paths=./internal/webhook/... output:webhook:artifacts:config=config/webhook
 	go run ./hack/gen-api-reference > docs/reference.md
 	cp config/crd/bases/*.yaml charts/kafka-queue-operator/files/crds/
 	cp config/rbac/role.yaml charts/kafka-queue-operator/files/rbac/role.yaml
 
-GENERATED = api/v1alpha1/zz_generated.deepcopy.go config/crd/bases/*.yaml config/rbac/role.yaml docs/reference.md charts/kafka-queue-operator/files/crds/*.yaml charts/kafka-queue-operator/files/rbac/role.yaml
+GENERATED = api/v1alpha1/zz_generated.deepcopy.go config/crd/bases/*.yaml config/rbac/role.yaml config/webhook/manifests.yaml docs/reference.md charts/kafka-queue-operator/files/crds/*.yaml charts/kafka-queue-operator/files/rbac/role.yaml
 
 .PHONY: verify
 verify: fmt vet ## Regenerate DeepCopy, CRDs and RBAC; fail if they were stale.
@@ -78,6 +79,12 @@ BENCH_ARGS ?=
 bench: rig-bins ## Time to Ready, Kafka requests, apiserver writes, no-op resync, RSS and CPU for BENCH_N queues, batched and naive (BENCH_ARGS="-profile DIR" for pprof).
 	go run ./hack/bench -n $(BENCH_N) -paths $(BENCH_PATHS) $(BENCH_ARGS)
 
+BENCH_REPUBLISHER_N ?= 20000
+
+.PHONY: bench-republisher
+bench-republisher: rig-bins ## Republisher sidecar throughput (accept, dead-letter) beside a plain franz-go producer, records/s and ratio.
+	go run ./hack/bench-republisher -n $(BENCH_REPUBLISHER_N)
+
 ##@ Helm
 
 HELM := go tool -modfile=hack/tools/go.mod helm
@@ -90,8 +97,9 @@ helm-lint: ## Lint and render the chart (helm from the Go module proxy, pinned i
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager and kqctl binaries into bin/ (bin/kubectl-kq is the kubectl plugin name).
+build: ## Build the manager, republisher and kqctl binaries into bin/ (bin/kubectl-kq is the kubectl plugin name).
 	CGO_ENABLED=0 go build -trimpath -o bin/manager ./cmd/manager
+	CGO_ENABLED=0 go build -trimpath -o bin/republisher ./cmd/republisher
 	CGO_ENABLED=0 go build -trimpath -o bin/kqctl ./cmd/kqctl
 	ln -sf kqctl bin/kubectl-kq
 

@@ -172,15 +172,16 @@ func TestDeadLetterRouteBrokerNative(t *testing.T) {
 	})
 }
 
-// An explicit Republisher route creates its topic in any mode, leaves the group's broker DLQ
-// configs alone (none are set), and says that no republisher writes to it yet.
+// An explicit Republisher route creates its topic, sets no broker DLQ configs on the group, and
+// the queue's group limit becomes maxDeliveryAttempts + 1 (the republisher's reserved attempt).
 func TestDeadLetterRouteRepublisherMode(t *testing.T) {
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)
 	ctx := ctxFor(t)
 	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "jobs"}, Spec: kqv1.ShareQueueSpec{
-		ClusterRef: kqv1.ClusterReference{Name: "local"}, Topic: kqv1.QueueTopicSpec{Name: "jobs-" + ns}, GroupID: "jobs-" + ns}}
+		ClusterRef: kqv1.ClusterReference{Name: "local"}, Topic: kqv1.QueueTopicSpec{Name: "jobs-" + ns}, GroupID: "jobs-" + ns,
+		Delivery: kqv1.DeliverySpec{MaxDeliveryAttempts: ptr.To[int32](3)}}}
 	if err := r.k8s.Create(ctx, sq); err != nil {
 		t.Fatal(err)
 	}
@@ -190,11 +191,11 @@ func TestDeadLetterRouteRepublisherMode(t *testing.T) {
 	if err := r.k8s.Create(ctx, dlr); err != nil {
 		t.Fatal(err)
 	}
-	got := r.waitRoute(t, dlr, kqv1.ConditionRouteActive, metav1.ConditionFalse)
+	got := r.waitRoute(t, dlr, kqv1.ConditionReady, metav1.ConditionTrue)
 	if got.Status.EffectiveMode != kqv1.DeadLetterModeRepublisher || got.Status.TopicName != dlqTopic {
 		t.Errorf("status %+v, want Republisher and topic %s", got.Status, dlqTopic)
 	}
-	if c := findCondition(got.Status.Conditions, kqv1.ConditionRouteActive); c.Reason != kqv1.ReasonRepublisherUnavailable {
+	if c := findCondition(got.Status.Conditions, kqv1.ConditionRouteActive); c.Reason != kqv1.ReasonRepublisher {
 		t.Errorf("RouteActive %+v", c)
 	}
 	if c := findCondition(got.Status.Conditions, kqv1.ConditionTopicReady); c == nil || c.Status != metav1.ConditionTrue {
@@ -204,6 +205,13 @@ func TestDeadLetterRouteRepublisherMode(t *testing.T) {
 	if err != nil || topics[dlqTopic].Err != nil {
 		t.Errorf("Republisher route's topic: %v %v", err, topics[dlqTopic].Err)
 	}
+	// The queue's group gets one attempt more than the application: the republisher's reserve.
+	waitConfig(t, r.admin, kafka.ResourceKey{Type: kafka.GroupResource, Name: "jobs-" + ns}, "share.delivery.count.limit", func(e kafka.ConfigEntry) string {
+		if e.Value != "4" {
+			return fmt.Sprintf("share.delivery.count.limit = %q, want 4 (3 attempts + 1 reserved)", e.Value)
+		}
+		return ""
+	})
 	cfgs, err := r.admin.DescribeConfigs(ctx, []kafka.ResourceKey{{Type: kafka.GroupResource, Name: "jobs-" + ns}})
 	if err != nil {
 		t.Fatal(err)

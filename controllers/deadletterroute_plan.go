@@ -205,7 +205,7 @@ func planRoute(dlr *kqv1.DeadLetterRoute, obs routeObservation) routePlan {
 			p.GroupConfigs = append(p.GroupConfigs, kafka.AlterConfig{Name: k, Op: kafka.OpDelete})
 		}
 	}
-	p.RouteActive = condInput{metav1.ConditionFalse, kqv1.ReasonRepublisherUnavailable,
-		fmt.Sprintf("mode %s: dead records of group %s are written to %s only by the republisher sidecar, which this operator version does not inject yet; until then the brokers archive them with no copy", mode, obs.GroupID, p.TopicName)}
+	p.RouteActive = condInput{metav1.ConditionTrue, kqv1.ReasonRepublisher,
+		fmt.Sprintf("the republisher sidecar, injected into Pods annotated %s=%s, writes to topic %s every record of group %s that is rejected, or released or lapsed on its last attempt; the group's share.delivery.count.limit is maxDeliveryAttempts + 1 (the reserved attempt)", kqv1.QueueAnnotation, dlr.Spec.QueueRef.Name, p.TopicName, obs.GroupID)}
 	return p
 }

@@ -63,7 +63,7 @@ func TestPlanRouteAutoPicksRepublisherBelowShareVersion2(t *testing.T) {
 	if len(p.GroupConfigs) != 0 {
 		t.Errorf("group configs %v, want none", alters(p.GroupConfigs))
 	}
-	if p.RouteActive.Status != metav1.ConditionFalse || p.RouteActive.Reason != kqv1.ReasonRepublisherUnavailable {
+	if p.RouteActive.Status != metav1.ConditionTrue || p.RouteActive.Reason != kqv1.ReasonRepublisher || !strings.Contains(p.RouteActive.Message, "kafkaqueues.io/queue=orders") {
 		t.Errorf("RouteActive %+v", p.RouteActive)
 	}
 }

@@ -61,6 +61,7 @@ func PreviewQueue(ctx context.Context, c client.Client, sq *kqv1.ShareQueue) (*P
 	if err != nil {
 		return nil, err
 	}
+	obs.ReserveLastAttempt = sq.Status.DeadLetter != nil && sq.Status.DeadLetter.Mode == kqv1.DeadLetterModeRepublisher
 	plan := planQueue(sq, obs)
 	out.Changes = plan.Changes()
 	for typ, in := range map[string]condInput{kqv1.ConditionTopicReady: plan.TopicReady, kqv1.ConditionGroupConfigured: plan.GroupConfig, kqv1.ConditionConfigValid: plan.ConfigValid} {

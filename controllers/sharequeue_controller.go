@@ -163,6 +163,7 @@ func (r *ShareQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 
 	// --- plan
+	obs.ReserveLastAttempt = sq.Status.DeadLetter != nil && sq.Status.DeadLetter.Mode == kqv1.DeadLetterModeRepublisher
 	plan := planQueue(&sq, obs)
 	logger = logger.WithValues("kafkaCluster", kc.Name, "clusterID", kc.Status.ClusterID, "topic", sq.Status.TopicName, "group", sq.Status.GroupID)
 	ctx = log.IntoContext(ctx, logger)

@@ -43,6 +43,11 @@ type queueObservation struct {
 	// GroupConfigs are the live group configs (every group config the brokers know, with
 	// defaults filled in); nil when they could not be read.
 	GroupConfigs map[string]kafka.ConfigEntry
+	// ReserveLastAttempt is set when the queue's DeadLetterRoute runs in Republisher mode:
+	// the group's share.delivery.count.limit becomes maxDeliveryAttempts + 1 (the broker
+	// default + 1 when the field is absent), so a record whose last application attempt dies
+	// with the sidecar is delivered once more and dead-lettered rather than archived.
+	ReserveLastAttempt bool
 }
 
 // queuePlan is the pure result of planning one ShareQueue: Kafka changes to make and the
@@ -416,6 +421,9 @@ func planQueue(sq *kqv1.ShareQueue, obs queueObservation) queuePlan {
 	for _, s := range deliverySettings {
 		want, declared := s.Desired(&spec.Delivery)
 		live, liveKnown := obs.GroupConfigs[s.Config]
+		if obs.ReserveLastAttempt && s.Config == deliveryCountLimitConfig {
+			want, declared = reservedDeliveryLimit(want, declared, s, bounds)
+		}
 		supported := obs.GroupConfigs == nil || liveKnown
 		var bound kqv1.Bound
 		if s.Bound != nil {
@@ -564,6 +572,28 @@ func capacityOf(partitions int32, maxLocks *kqv1.EffectiveValue, bounds kqv1.Sha
 	}
 	n := int64(partitions) * locks
 	return &kqv1.QueueCapacity{MaxInFlightRecords: n, InFlightStateBytes: n * InFlightRecordStateBytes}
+}
+
+// deliveryCountLimitConfig is the group config behind delivery.maxDeliveryAttempts.
+const deliveryCountLimitConfig = "share.delivery.count.limit"
+
+// reservedDeliveryLimit is the group limit in Republisher mode: the declared attempts (else the
+// brokers' default) plus one. It is not declared when neither is known.
+func reservedDeliveryLimit(want string, declared bool, s deliverySetting, bounds kqv1.ShareBounds) (string, bool) {
+	var n int64
+	switch {
+	case declared:
+		v, err := strconv.ParseInt(want, 10, 64)
+		if err != nil {
+			return want, declared
+		}
+		n = v
+	case s.Bound != nil && s.Bound(&bounds).Default != nil:
+		n = int64(*s.Bound(&bounds).Default)
+	default:
+		return want, declared
+	}
+	return strconv.FormatInt(n+1, 10), true
 }
 
 // normaliseValue makes equal Kafka values compare equal: surrounding blanks, blanks around

@@ -460,3 +460,36 @@ func TestPlanUnderReplicatedTopic(t *testing.T) {
 		t.Errorf("TopicReady %+v", p.TopicReady)
 	}
 }
+
+// In Republisher mode the group's limit is one above the application's attempts, checked
+// against the brokers' bounds as written.
+func TestPlanReservesTheLastAttemptForTheRepublisher(t *testing.T) {
+	obs := obsWith(liveTopic(3, 1, "A"), nil, defaultGroupConfigs(), bounds43())
+	obs.ReserveLastAttempt = true
+	limitWrite := func(p queuePlan) string {
+		for _, c := range p.GroupConfigs {
+			if c.Name == "share.delivery.count.limit" {
+				return c.Value
+			}
+		}
+		return ""
+	}
+	p := planQueue(queue(func(sq *kqv1.ShareQueue) { sq.Spec.Delivery.MaxDeliveryAttempts = ptr.To[int32](4) }), obs)
+	if got := limitWrite(p); got != "5" {
+		t.Errorf("share.delivery.count.limit write %q, want 5 (4 attempts + the reserved one)", got)
+	}
+	// Absent attempts: the brokers' default (5) + 1.
+	if got := limitWrite(planQueue(queue(nil), obs)); got != "6" {
+		t.Errorf("absent maxDeliveryAttempts: write %q, want 6", got)
+	}
+	// At the brokers' maximum (10), the reserved attempt does not fit: rejected, nothing written.
+	p = planQueue(queue(func(sq *kqv1.ShareQueue) { sq.Spec.Delivery.MaxDeliveryAttempts = ptr.To[int32](10) }), obs)
+	if limitWrite(p) != "" || p.ConfigValid.Reason != kqv1.ReasonOutOfBrokerBounds || !strings.Contains(p.ConfigValid.Message, "group.share.max.delivery.count.limit=10") {
+		t.Errorf("attempts at the maximum: writes %v, ConfigValid %+v", p.GroupConfigs, p.ConfigValid)
+	}
+	// Without a republisher the limit is the attempts themselves.
+	obs.ReserveLastAttempt = false
+	if got := limitWrite(planQueue(queue(func(sq *kqv1.ShareQueue) { sq.Spec.Delivery.MaxDeliveryAttempts = ptr.To[int32](4) }), obs)); got != "4" {
+		t.Errorf("no republisher: write %q, want 4", got)
+	}
+}

@@ -65,9 +65,9 @@ const (
 	ReasonTopicNamePrefixRequired = "TopicNamePrefixRequired"
 	// ReasonBrokerNative: the brokers write the group's dead records (KIP-1191).
 	ReasonBrokerNative = "BrokerNative"
-	// ReasonRepublisherUnavailable: Republisher mode, and no republisher writes the group's
-	// dead records yet.
-	ReasonRepublisherUnavailable = "RepublisherUnavailable"
+	// ReasonRepublisher: the republisher sidecar, injected into Pods annotated
+	// kafkaqueues.io/queue=<queue>, writes the group's dead records.
+	ReasonRepublisher = "Republisher"
 
 	// ReasonClusterNotFound: the referenced KafkaCluster does not exist.
 	ReasonClusterNotFound = "ClusterNotFound"

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"flag"
 	"os"
+	"path/filepath"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,6 +20,7 @@ import (
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/controllers"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/webhook"
 )
 
 func main() {
@@ -48,6 +50,15 @@ func main() {
 	var kubeBurst int
 	flag.Float64Var(&kubeQPS, "kube-api-qps", 200, "Requests per second the manager may send to the apiserver (status patches and Events dominate at scale).")
 	flag.IntVar(&kubeBurst, "kube-api-burst", 400, "Burst of apiserver requests above --kube-api-qps.")
+	var wh webhook.Options
+	var republisherImage string
+	flag.StringVar(&wh.CertManagement, "webhook-cert-management", webhook.CertsOff, "Serve the republisher-injecting webhook with certificates managed by the manager (self: CA and serving pair in --webhook-secret-name, rotated, caBundle injected), by someone else (external: tls.crt/tls.key in --webhook-cert-dir, e.g. cert-manager), or not at all (off).")
+	flag.IntVar(&wh.Port, "webhook-port", 9443, "Port the webhook server listens on.")
+	flag.StringVar(&wh.CertDir, "webhook-cert-dir", filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"), "Directory of the webhook's tls.crt and tls.key.")
+	flag.StringVar(&wh.ServiceName, "webhook-service-name", "kafka-queue-operator-webhook", "Service the apiserver calls for the webhook (its DNS name goes into self-managed certificates).")
+	flag.StringVar(&wh.SecretName, "webhook-secret-name", "kafka-queue-operator-webhook-cert", "Secret holding self-managed webhook certificates.")
+	flag.StringVar(&wh.ConfigName, "webhook-config-name", "kafka-queue-operator-republisher", "MutatingWebhookConfiguration whose caBundle self-managed certificates keep current.")
+	flag.StringVar(&republisherImage, "republisher-image", "", "Image of the injected republisher sidecar (the operator's own image, which contains /republisher).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -83,6 +94,15 @@ func main() {
 	defer pool.Close()
 	if err := controllers.SetupAll(mgr, pool, opts); err != nil {
 		setupLog.Error(err, "setting up controllers")
+		os.Exit(1)
+	}
+	wh.Namespace = leaderElectNS
+	if wh.Namespace == "" {
+		wh.Namespace = os.Getenv("POD_NAMESPACE")
+	}
+	wh.Injector = &webhook.PodInjector{Reader: mgr.GetClient(), Image: republisherImage}
+	if err := webhook.Setup(mgr, wh); err != nil {
+		setupLog.Error(err, "setting up the webhook")
 		os.Exit(1)
 	}
 	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))

@@ -180,7 +180,7 @@ func run(keep bool, timeout time.Duration, kafkaVersion string, extra []string) 
 	if err := checkExpected(ctx, kc); err != nil {
 		return fmt.Errorf("samples did not reach the expected state: %w", err)
 	}
-	say("OK: orders is Ready; long-jobs is ConfigValid=False naming the broker bound")
+	say("OK: orders is Ready with its DeadLetterRoute (BrokerNative); long-jobs is ConfigValid=False naming the broker bound")
 	if keep {
 		say("still running; kubeconfig: %s   (Ctrl-C to stop)", kubeconfig)
 		select {
@@ -268,6 +268,13 @@ func checkExpected(ctx context.Context, c client.Client) error {
 		!strings.Contains(cv.Message, "group.share.max.record.lock.duration.ms") {
 		return fmt.Errorf("long-jobs does not report ConfigValid=False/OutOfBrokerBounds naming the bound")
 	}
+	var route kqv1.DeadLetterRoute
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "orders-dlq"}, &route); err != nil {
+		return err
+	}
+	if !meta.IsStatusConditionTrue(route.Status.Conditions, kqv1.ConditionReady) || route.Status.EffectiveMode != kqv1.DeadLetterModeBrokerNative {
+		return fmt.Errorf("DeadLetterRoute orders-dlq is not Ready in BrokerNative mode (Kafka 4.4 formats at share.version 2)")
+	}
 	return nil
 }
 
@@ -315,6 +322,14 @@ func report(ctx context.Context, c client.Client, k *rig.Kafka) error {
 		if err := printKafka(ctx, admin, s.TopicName, s.GroupID); err != nil {
 			fmt.Printf("  reading Kafka: %v\n", err)
 		}
+	}
+	var routes kqv1.DeadLetterRouteList
+	if err := c.List(ctx, &routes); err != nil {
+		return err
+	}
+	for _, r := range routes.Items {
+		fmt.Printf("\nDeadLetterRoute %s/%s  queue=%s  mode=%s (spec %s)  topic=%s\n", r.Namespace, r.Name, r.Spec.QueueRef.Name, r.Status.EffectiveMode, r.Spec.Mode, r.Status.TopicName)
+		printConditions(r.Status.Conditions)
 	}
 	fmt.Println()
 	return nil

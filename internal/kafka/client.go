@@ -46,8 +46,9 @@ type Client struct {
 	batch   *batchers // nil when Config.Batching is off
 }
 
-// NewClient builds a client. It does not contact the brokers; the first call does.
-func NewClient(cfg Config) (*Client, error) {
+// baseOpts are the connection options every client of cfg uses: seeds, client id, timeouts,
+// TLS, SASL and hooks.
+func baseOpts(cfg Config) ([]kgo.Opt, error) {
 	if len(cfg.BootstrapServers) == 0 {
 		return nil, errors.New("kafka: no bootstrap servers")
 	}
@@ -55,15 +56,10 @@ func NewClient(cfg Config) (*Client, error) {
 	if id == "" {
 		id = "kafka-queue-operator"
 	}
-	rt := cfg.RequestTimeout
-	if rt == 0 {
-		rt = 15 * time.Second
-	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.BootstrapServers...),
 		kgo.ClientID(id),
 		kgo.DialTimeout(5 * time.Second),
-		kgo.RetryTimeout(rt),
 		kgo.RequestTimeoutOverhead(5 * time.Second),
 		kgo.MetadataMinAge(time.Second),
 	}
@@ -78,6 +74,20 @@ func NewClient(cfg Config) (*Client, error) {
 		copy(hooks, cfg.Hooks)
 		opts = append(opts, kgo.WithHooks(hooks...))
 	}
+	return opts, nil
+}
+
+// NewClient builds a client. It does not contact the brokers; the first call does.
+func NewClient(cfg Config) (*Client, error) {
+	opts, err := baseOpts(cfg)
+	if err != nil {
+		return nil, err
+	}
+	rt := cfg.RequestTimeout
+	if rt == 0 {
+		rt = 15 * time.Second
+	}
+	opts = append(opts, kgo.RetryTimeout(rt))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: building client: %w", err)

@@ -13,6 +13,14 @@ import (
 
 // StartAPIServer starts a real kube-apiserver and etcd with the operator's CRDs installed.
 func StartAPIServer() (*envtest.Environment, *rest.Config, error) {
+	return StartAPIServerWithWebhooks(false)
+}
+
+// StartAPIServerWithWebhooks is StartAPIServer; with webhooks it also installs the operator's
+// webhook configurations (config/webhook), pointed at a local port with a throwaway serving
+// certificate: serve them on env.WebhookInstallOptions.LocalServingHost/Port with CertDir
+// LocalServingCertDir.
+func StartAPIServerWithWebhooks(webhooks bool) (*envtest.Environment, *rest.Config, error) {
 	dir, err := EnvtestBinaries()
 	if err != nil {
 		return nil, nil, err
@@ -21,6 +29,9 @@ func StartAPIServer() (*envtest.Environment, *rest.Config, error) {
 		BinaryAssetsDirectory: dir,
 		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
+	}
+	if webhooks {
+		env.WebhookInstallOptions = envtest.WebhookInstallOptions{Paths: []string{filepath.Join(RepoRoot(), "config", "webhook")}}
 	}
 	cfg, err := env.Start()
 	if err != nil {

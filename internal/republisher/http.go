@@ -1,0 +1,151 @@
+package republisher
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+)
+
+// The local HTTP API, documented in api/republisher/openapi.yaml. Keys, values and header
+// values are base64 in JSON (Go's []byte encoding).
+
+// ReceiveRequest asks for records.
+type ReceiveRequest struct {
+	// MaxRecords bounds the answer; 0 or above the sidecar's limit means its limit.
+	MaxRecords int `json:"maxRecords,omitempty"`
+	// WaitMs is the long-poll: how long to wait for a record, in milliseconds (0: 5000, at
+	// most 30000).
+	WaitMs int `json:"waitMs,omitempty"`
+}
+
+// RecordHeader is one header of a received record.
+type RecordHeader struct {
+	Key   string `json:"key"`
+	Value []byte `json:"value"`
+}
+
+// ReceivedRecord is one record handed to the application.
+type ReceivedRecord struct {
+	// ID names this delivery attempt; ack with it.
+	ID            string         `json:"id"`
+	Topic         string         `json:"topic"`
+	Partition     int32          `json:"partition"`
+	Offset        int64          `json:"offset"`
+	DeliveryCount int32          `json:"deliveryCount"`
+	Key           []byte         `json:"key,omitempty"`
+	Value         []byte         `json:"value,omitempty"`
+	Headers       []RecordHeader `json:"headers,omitempty"`
+	Timestamp     time.Time      `json:"timestamp"`
+	// LeaseExpiresAt is when the record lapses unless acked or renewed.
+	LeaseExpiresAt time.Time `json:"leaseExpiresAt"`
+}
+
+// ReceiveResponse carries the records (possibly none).
+type ReceiveResponse struct {
+	Records []ReceivedRecord `json:"records"`
+}
+
+// Ack is one acknowledgement: type is accept, release, reject or renew.
+type Ack struct {
+	ID   string `json:"id"`
+	Type string `json:"type"`
+}
+
+// AckRequest carries acknowledgements.
+type AckRequest struct {
+	Acks []Ack `json:"acks"`
+}
+
+// AckResult is one acknowledgement's outcome; Error is empty on success.
+type AckResult struct {
+	ID    string `json:"id"`
+	Error string `json:"error,omitempty"`
+}
+
+// AckResponse lists the outcome of each acknowledgement, in request order.
+type AckResponse struct {
+	Results []AckResult `json:"results"`
+}
+
+var ackTypes = map[string]kafka.AckType{"accept": kafka.AckAccept, "release": kafka.AckRelease, "reject": kafka.AckReject, "renew": kafka.AckRenew}
+
+// Handler serves the API: POST /v1/receive, POST /v1/ack, GET /healthz.
+func (r *Republisher) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/receive", func(w http.ResponseWriter, req *http.Request) {
+		var in ReceiveRequest
+		if req.ContentLength != 0 {
+			if err := json.NewDecoder(http.MaxBytesReader(w, req.Body, 1<<16)).Decode(&in); err != nil {
+				httpError(w, http.StatusBadRequest, fmt.Errorf("body: %w", err))
+				return
+			}
+		}
+		wait := 5 * time.Second
+		if in.WaitMs > 0 {
+			wait = time.Duration(min(in.WaitMs, 30000)) * time.Millisecond
+		}
+		if in.MaxRecords < 0 {
+			httpError(w, http.StatusBadRequest, fmt.Errorf("maxRecords %d must not be negative", in.MaxRecords))
+			return
+		}
+		ds, err := r.Receive(req.Context(), in.MaxRecords, wait)
+		if err != nil {
+			httpError(w, http.StatusServiceUnavailable, err)
+			return
+		}
+		out := ReceiveResponse{Records: make([]ReceivedRecord, 0, len(ds))}
+		for _, d := range ds {
+			rr := ReceivedRecord{ID: d.ID, Topic: d.Record.Topic, Partition: d.Record.Partition, Offset: d.Record.Offset,
+				DeliveryCount: d.DeliveryCount, Key: d.Record.Key, Value: d.Record.Value, Timestamp: d.Record.Timestamp, LeaseExpiresAt: d.LeaseExpires}
+			for _, h := range d.Record.Headers {
+				rr.Headers = append(rr.Headers, RecordHeader{Key: h.Key, Value: h.Value})
+			}
+			out.Records = append(out.Records, rr)
+		}
+		writeJSON(w, out)
+	})
+	mux.HandleFunc("POST /v1/ack", func(w http.ResponseWriter, req *http.Request) {
+		var in AckRequest
+		if err := json.NewDecoder(http.MaxBytesReader(w, req.Body, 1<<20)).Decode(&in); err != nil {
+			httpError(w, http.StatusBadRequest, fmt.Errorf("body: %w", err))
+			return
+		}
+		// Acks of one request are independent: dead-letter writes among them run concurrently.
+		out := AckResponse{Results: make([]AckResult, len(in.Acks))}
+		var wg sync.WaitGroup
+		for i, a := range in.Acks {
+			out.Results[i].ID = a.ID
+			t, ok := ackTypes[a.Type]
+			if !ok {
+				out.Results[i].Error = fmt.Sprintf("type %q is not one of accept, release, reject, renew", a.Type)
+				continue
+			}
+			wg.Add(1)
+			go func(i int, id string, t kafka.AckType) {
+				defer wg.Done()
+				if err := r.Ack(req.Context(), id, t); err != nil {
+					out.Results[i].Error = err.Error()
+				}
+			}(i, a.ID, t)
+		}
+		wg.Wait()
+		writeJSON(w, out)
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func httpError(w http.ResponseWriter, code int, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+}

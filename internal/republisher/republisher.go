@@ -1,0 +1,468 @@
+// Package republisher is the sidecar that gives a share group a dead-letter topic on clusters
+// without the brokers' own (KIP-1191 needs share.version 2). It is the queue's share consumer
+// and hands records to the application over a local HTTP API (see api/republisher/openapi.yaml).
+//
+// A record is dead-lettered — produced to the dead-letter topic with acks=all and idempotence,
+// with provenance headers, and only then accepted at the source — when the application rejects
+// it, when it releases it on its last allowed attempt, or when its lease lapses on its last
+// allowed attempt. The operator sets the group's share.delivery.count.limit to
+// maxDeliveryAttempts + 1 in this mode and the republisher dead-letters any record that arrives
+// with a delivery count above maxDeliveryAttempts without handing it out: if the sidecar dies
+// during the last attempt, the brokers deliver the record once more and it is dead-lettered
+// then, so nothing is archived without a copy. Duplicates in the dead-letter topic are possible
+// (a crash between the produce and the accept) and carry the same source headers.
+package republisher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+)
+
+// Provenance headers written on every dead-lettered record.
+const (
+	HeaderSourceTopic     = "kqo.source.topic"
+	HeaderSourcePartition = "kqo.source.partition"
+	HeaderSourceOffset    = "kqo.source.offset"
+	HeaderGroup           = "kqo.group"
+	HeaderDeliveryCount   = "kqo.delivery.count"
+	HeaderReason          = "kqo.reason"
+	// HeaderFirstSeen is when this republisher process first acquired the source record
+	// (RFC 3339, UTC); a record first seen by an earlier process carries the restart time.
+	HeaderFirstSeen = "kqo.first.seen"
+)
+
+// Reasons a record is dead-lettered (the kqo.reason header and the metric label).
+const (
+	ReasonRejected      = "rejected"
+	ReasonReleasedLast  = "released-on-last-attempt"
+	ReasonLeaseExpired  = "lease-expired-on-last-attempt"
+	ReasonOverAttempted = "delivery-count-above-limit"
+)
+
+// Options configure a Republisher.
+type Options struct {
+	// Topic is the queue's topic; Group its share group.
+	Topic, Group string
+	// DeadLetterTopic receives dead records.
+	DeadLetterTopic string
+	// MaxDeliveryAttempts is the ShareQueue's spec.delivery.maxDeliveryAttempts: the attempts
+	// the application gets. The group's broker limit must be one more.
+	MaxDeliveryAttempts int32
+	// Lease is how long the application holds a received record before it lapses (a renew
+	// starts it again). While it runs the brokers' acquisition lock is renewed as needed.
+	// Default 30s.
+	Lease time.Duration
+	// Members is how many share-group members (batches held at once) the sidecar runs;
+	// default 4.
+	Members int
+	// MaxRecords bounds one receive; default 100.
+	MaxRecords int
+	// Registerer receives the metrics; nil skips them.
+	Registerer prometheus.Registerer
+}
+
+// Delivery is one record handed to the application.
+type Delivery struct {
+	ID            string
+	Record        *kafka.ShareRecord
+	LeaseExpires  time.Time
+	DeliveryCount int32
+}
+
+// fetchWait bounds how long one share fetch waits at the broker, so a receive that gives up
+// rarely leaves a fetch in flight whose records would sit in a member until its next poll.
+const fetchWait = 500 * time.Millisecond
+
+// ErrUnknownID is returned for an ack whose id is not held (already acked, or lapsed).
+var ErrUnknownID = errors.New("republisher: unknown or expired delivery id")
+
+type member struct {
+	m     *kafka.ShareMember
+	busy  bool // records of its last poll are still held
+	held  int
+	armed bool // a flush of its acks is scheduled
+}
+
+type held struct {
+	id        string
+	rec       *kafka.ShareRecord
+	mem       *member
+	lease     time.Time // the application's lease
+	firstSeen time.Time
+	// brokerDeadline is when the brokers' acquisition lock ends; lockFor is how long one
+	// acquisition or renewal holds it (share.record.lock.duration.ms, as first observed).
+	brokerDeadline time.Time
+	lockFor        time.Duration
+}
+
+// Republisher is the sidecar's core. Its methods are safe for concurrent use.
+type Republisher struct {
+	opts     Options
+	members  []*member
+	next     int // round-robin start, so every member polls regularly
+	producer *kafka.Producer
+	free     chan struct{} // signalled when a member becomes free
+	mu       sync.Mutex
+	held     map[string]*held
+	closed   bool
+	m        metrics
+}
+
+// New connects the members and the producer. It does not wait for the brokers.
+func New(cfg kafka.Config, opts Options) (*Republisher, error) {
+	if opts.Topic == "" || opts.Group == "" || opts.DeadLetterTopic == "" {
+		return nil, errors.New("republisher: topic, group and dead-letter topic are required")
+	}
+	if opts.MaxDeliveryAttempts < 1 {
+		return nil, fmt.Errorf("republisher: maxDeliveryAttempts %d must be at least 1", opts.MaxDeliveryAttempts)
+	}
+	if opts.Lease <= 0 {
+		opts.Lease = 30 * time.Second
+	}
+	if opts.Members <= 0 {
+		opts.Members = 4
+	}
+	if opts.MaxRecords <= 0 {
+		opts.MaxRecords = 100
+	}
+	r := &Republisher{opts: opts, free: make(chan struct{}, opts.Members), held: map[string]*held{}, m: newMetrics(opts.Registerer)}
+	p, err := kafka.NewProducer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r.producer = p
+	for i := 0; i < opts.Members; i++ {
+		m, err := kafka.NewShareMember(cfg, opts.Group, opts.Topic, int32(opts.MaxRecords), fetchWait)
+		if err != nil {
+			r.closeClients()
+			return nil, err
+		}
+		r.members = append(r.members, &member{m: m})
+	}
+	return r, nil
+}
+
+// Receive waits up to wait for records and hands out at most max of them, each with a lease.
+// Records past the application's attempts are dead-lettered here and never handed out.
+func (r *Republisher) Receive(ctx context.Context, max int, wait time.Duration) ([]Delivery, error) {
+	if max <= 0 || max > r.opts.MaxRecords {
+		max = r.opts.MaxRecords
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	mem, err := r.takeMember(ctx)
+	if err != nil || mem == nil {
+		return nil, err
+	}
+	var recs []*kafka.ShareRecord
+	for len(recs) == 0 && ctx.Err() == nil {
+		if recs, err = mem.m.Poll(ctx, max); err != nil {
+			r.releaseMember(mem)
+			return nil, err
+		}
+	}
+	// A record whose lock ran out while it waited inside the client (fetched after an earlier
+	// receive gave up) is no longer ours: give it back rather than hand out a stale attempt.
+	fresh := recs[:0]
+	for _, rec := range recs {
+		if !rec.LockDeadline.IsZero() && time.Until(rec.LockDeadline) < time.Second {
+			rec.Ack(kafka.AckRelease)
+			continue
+		}
+		fresh = append(fresh, rec)
+	}
+	recs = fresh
+	now := time.Now()
+	var out []Delivery
+	var dead []*kafka.ShareRecord
+	r.mu.Lock()
+	for _, rec := range recs {
+		r.m.received.Inc()
+		if rec.DeliveryCount > r.opts.MaxDeliveryAttempts {
+			dead = append(dead, rec)
+			continue
+		}
+		h := &held{id: deliveryID(rec), rec: rec, mem: mem, firstSeen: now, lease: now.Add(r.opts.Lease), brokerDeadline: rec.LockDeadline, lockFor: rec.LockDeadline.Sub(now)}
+		r.held[h.id] = h
+		mem.held++
+		out = append(out, Delivery{ID: h.id, Record: rec, LeaseExpires: h.lease, DeliveryCount: rec.DeliveryCount})
+	}
+	mem.held += len(dead) // dead-lettered below, each settles once
+	r.m.heldRecords.Set(float64(len(r.held)))
+	r.mu.Unlock()
+	for _, rec := range dead {
+		r.settle(ctx, &held{id: deliveryID(rec), rec: rec, mem: mem, firstSeen: now}, ReasonOverAttempted)
+	}
+	if len(recs) == 0 {
+		r.releaseMember(mem)
+	}
+	return out, nil
+}
+
+// Ack acknowledges one held delivery: accept, release, reject or renew.
+func (r *Republisher) Ack(ctx context.Context, id string, t kafka.AckType) error {
+	r.mu.Lock()
+	h, ok := r.held[id]
+	if !ok {
+		r.mu.Unlock()
+		return ErrUnknownID
+	}
+	if t == kafka.AckRenew {
+		now := time.Now()
+		h.lease = now.Add(r.opts.Lease)
+		r.renewLocked(h, now)
+		r.mu.Unlock()
+		return nil
+	}
+	delete(r.held, id)
+	r.m.heldRecords.Set(float64(len(r.held)))
+	r.mu.Unlock()
+	last := h.rec.DeliveryCount >= r.opts.MaxDeliveryAttempts
+	switch t {
+	case kafka.AckAccept:
+		r.m.acks.WithLabelValues("accept").Inc()
+		h.rec.Ack(kafka.AckAccept)
+		r.done(h.mem)
+	case kafka.AckReject:
+		r.m.acks.WithLabelValues("reject").Inc()
+		return r.settle(ctx, h, ReasonRejected)
+	case kafka.AckRelease:
+		r.m.acks.WithLabelValues("release").Inc()
+		if last {
+			return r.settle(ctx, h, ReasonReleasedLast)
+		}
+		h.rec.Ack(kafka.AckRelease)
+		r.done(h.mem)
+	default:
+		return fmt.Errorf("republisher: unknown ack type %d", t)
+	}
+	return nil
+}
+
+// Sweep handles held records: a lapsed lease on the last attempt is dead-lettered, other
+// lapsed leases are released for another delivery, and a record whose application lease
+// outlasts the brokers' lock has the lock renewed before it runs out. Call it periodically
+// (Run does, every second).
+func (r *Republisher) Sweep(ctx context.Context) {
+	now := time.Now()
+	var lapsed []*held
+	r.mu.Lock()
+	for id, h := range r.held {
+		if now.After(h.lease) {
+			delete(r.held, id)
+			lapsed = append(lapsed, h)
+			continue
+		}
+		margin := min(h.lockFor/2, 5*time.Second)
+		if !h.brokerDeadline.IsZero() && h.lease.After(h.brokerDeadline) && now.After(h.brokerDeadline.Add(-margin)) {
+			r.renewLocked(h, now)
+		}
+	}
+	r.m.heldRecords.Set(float64(len(r.held)))
+	r.mu.Unlock()
+	for _, h := range lapsed {
+		r.m.acks.WithLabelValues("lease-expired").Inc()
+		if h.rec.DeliveryCount >= r.opts.MaxDeliveryAttempts {
+			_ = r.settle(ctx, h, ReasonLeaseExpired)
+			continue
+		}
+		h.rec.Ack(kafka.AckRelease)
+		r.done(h.mem)
+	}
+}
+
+// renewLocked extends the brokers' lock on a held record (AckRenew, Kafka 4.2+) and sends it.
+func (r *Republisher) renewLocked(h *held, now time.Time) {
+	h.rec.Ack(kafka.AckRenew)
+	if h.lockFor > 0 {
+		h.brokerDeadline = now.Add(h.lockFor)
+	}
+	r.m.acks.WithLabelValues("renew").Inc()
+	r.kickLocked(h.mem)
+}
+
+// Run sweeps lapsed leases every second until ctx ends.
+func (r *Republisher) Run(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.Sweep(ctx)
+		}
+	}
+}
+
+// Shutdown releases every held record (so other members get them at once), flushes the acks
+// and closes the clients.
+func (r *Republisher) Shutdown(ctx context.Context) {
+	r.mu.Lock()
+	r.closed = true
+	for id, h := range r.held {
+		h.rec.Ack(kafka.AckRelease)
+		delete(r.held, id)
+	}
+	r.m.heldRecords.Set(0)
+	r.mu.Unlock()
+	for _, m := range r.members {
+		_ = m.m.Flush(ctx)
+	}
+	r.closeClients()
+}
+
+// settle dead-letters a record: produce it with provenance headers, then accept it at the
+// source. If the produce fails the source record is released, so the brokers deliver it again
+// (and, past the application's attempts, it is dead-lettered on arrival).
+func (r *Republisher) settle(ctx context.Context, h *held, reason string) error {
+	defer r.done(h.mem)
+	rec := h.rec
+	headers := append([]kafka.Header{}, rec.Headers...)
+	headers = append(headers,
+		kafka.Header{Key: HeaderSourceTopic, Value: []byte(rec.Topic)},
+		kafka.Header{Key: HeaderSourcePartition, Value: []byte(strconv.Itoa(int(rec.Partition)))},
+		kafka.Header{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(rec.Offset, 10))},
+		kafka.Header{Key: HeaderGroup, Value: []byte(r.opts.Group)},
+		kafka.Header{Key: HeaderDeliveryCount, Value: []byte(strconv.Itoa(int(rec.DeliveryCount)))},
+		kafka.Header{Key: HeaderReason, Value: []byte(reason)},
+		kafka.Header{Key: HeaderFirstSeen, Value: []byte(h.firstSeen.UTC().Format(time.RFC3339Nano))},
+	)
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := r.producer.Produce(pctx, r.opts.DeadLetterTopic, rec.Key, rec.Value, headers); err != nil {
+		r.m.produceErrors.Inc()
+		rec.Ack(kafka.AckRelease)
+		return fmt.Errorf("republisher: dead-lettering %s/%d@%d to %s: %w (released for redelivery)", rec.Topic, rec.Partition, rec.Offset, r.opts.DeadLetterTopic, err)
+	}
+	r.m.deadLettered.WithLabelValues(reason).Inc()
+	rec.Ack(kafka.AckAccept)
+	return nil
+}
+
+// takeMember returns a member whose last batch is fully acknowledged, waiting for one until
+// ctx ends (nil, nil).
+func (r *Republisher) takeMember(ctx context.Context) (*member, error) {
+	for {
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			return nil, errors.New("republisher: shutting down")
+		}
+		for i := range r.members {
+			m := r.members[(r.next+i)%len(r.members)]
+			if !m.busy {
+				m.busy = true
+				r.next = (r.next + i + 1) % len(r.members)
+				r.mu.Unlock()
+				return m, nil
+			}
+		}
+		r.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-r.free:
+		}
+	}
+}
+
+// done counts one settled record of mem and sends its ack soon; the member is free again when
+// none of its batch is left.
+func (r *Republisher) done(mem *member) {
+	r.mu.Lock()
+	mem.held--
+	freed := mem.held <= 0 && mem.busy
+	if freed {
+		mem.held = 0
+		mem.busy = false
+	}
+	r.kickLocked(mem)
+	r.mu.Unlock()
+	if freed {
+		select {
+		case r.free <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// ackFlushDelay coalesces the acks of one member into one ShareAcknowledge. Acks must not
+// wait for the whole batch: a record accepted early would otherwise stay locked at the brokers
+// and be delivered again when its lock ran out.
+const ackFlushDelay = 20 * time.Millisecond
+
+// kickLocked schedules a flush of mem's pending acks.
+func (r *Republisher) kickLocked(mem *member) {
+	if mem.armed {
+		return
+	}
+	mem.armed = true
+	time.AfterFunc(ackFlushDelay, func() {
+		r.mu.Lock()
+		mem.armed = false
+		r.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = mem.m.Flush(ctx)
+	})
+}
+
+func (r *Republisher) releaseMember(mem *member) {
+	r.mu.Lock()
+	mem.busy = false
+	r.mu.Unlock()
+	select {
+	case r.free <- struct{}{}:
+	default:
+	}
+}
+
+func (r *Republisher) closeClients() {
+	for _, m := range r.members {
+		m.m.Close()
+	}
+	if r.producer != nil {
+		r.producer.Close()
+	}
+}
+
+// deliveryID names one delivery attempt of one record.
+func deliveryID(rec *kafka.ShareRecord) string {
+	return fmt.Sprintf("%s:%d:%d:%d", rec.Topic, rec.Partition, rec.Offset, rec.DeliveryCount)
+}
+
+type metrics struct {
+	received      prometheus.Counter
+	acks          *prometheus.CounterVec
+	deadLettered  *prometheus.CounterVec
+	produceErrors prometheus.Counter
+	heldRecords   prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) metrics {
+	m := metrics{
+		received: prometheus.NewCounter(prometheus.CounterOpts{Name: "kafkaqueues_republisher_records_received_total",
+			Help: "Records acquired from the share group (including those dead-lettered on arrival)."}),
+		acks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafkaqueues_republisher_acks_total",
+			Help: "Acknowledgements by type: accept, release, reject, renew, lease-expired."}, []string{"type"}),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafkaqueues_republisher_dead_lettered_total",
+			Help: "Records written to the dead-letter topic, by reason."}, []string{"reason"}),
+		produceErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "kafkaqueues_republisher_dlq_produce_errors_total",
+			Help: "Dead-letter writes that failed (the source record was released for redelivery)."}),
+		heldRecords: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kafkaqueues_republisher_held_records",
+			Help: "Records handed to the application and not yet acknowledged."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.received, m.acks, m.deadLettered, m.produceErrors, m.heldRecords)
+	}
+	return m
+}

@@ -1,0 +1,471 @@
+package republisher_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/republisher"
+	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
+)
+
+const (
+	maxAttempts = 3
+	records     = 60
+)
+
+// Each record's fate is decided by its number: the app accepts, rejects, releases every time,
+// or abandons its lease every time.
+const (
+	classAccept = iota
+	classReject
+	classRelease
+	classAbandon
+)
+
+func classOf(value string) int {
+	n, _ := strconv.Atoi(value[2:])
+	return n % 4
+}
+
+var wantReason = map[int]string{
+	classReject: republisher.ReasonRejected, classRelease: republisher.ReasonReleasedLast, classAbandon: republisher.ReasonLeaseExpired,
+}
+
+type setup struct {
+	kafka           *rig.Kafka
+	topic, group    string
+	dlq             string
+	admin           *kafka.Client
+	bootstrapServer []string
+}
+
+// newSetup starts a broker and prepares the queue's topic, its dead-letter topic and the group
+// configs the operator writes in Republisher mode (delivery limit = attempts + 1).
+func newSetup(t *testing.T, name string) *setup {
+	rig.SkipWithoutRig(t, "a Kafka broker")
+	ctx := context.Background()
+	k, err := rig.StartKafka(ctx, rig.KafkaOptions{Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Stop)
+	s := &setup{kafka: k, topic: name, group: name, dlq: name + ".dlq", bootstrapServer: k.BootstrapServers()}
+	s.admin, err = kafka.NewClient(kafka.Config{BootstrapServers: k.BootstrapServers()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.admin.Close)
+	res, err := s.admin.CreateTopics(ctx, []kafka.NewTopic{{Name: s.topic, Partitions: 2, ReplicationFactor: 1}, {Name: s.dlq, Partitions: 1, ReplicationFactor: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, r := range res {
+		if r.Err != nil {
+			t.Fatalf("creating %s: %v", n, r.Err)
+		}
+	}
+	alt, err := s.admin.IncrementalAlterConfigs(ctx, []kafka.Alteration{{Resource: kafka.ResourceKey{Type: kafka.GroupResource, Name: s.group}, Configs: []kafka.AlterConfig{
+		{Name: "share.auto.offset.reset", Op: kafka.OpSet, Value: "earliest"},
+		{Name: "share.delivery.count.limit", Op: kafka.OpSet, Value: strconv.Itoa(maxAttempts + 1)},
+	}}})
+	if err != nil || alt[kafka.ResourceKey{Type: kafka.GroupResource, Name: s.group}] != nil {
+		t.Fatalf("group configs: %v %v", err, alt)
+	}
+	prod, err := kafka.NewProducer(kafka.Config{BootstrapServers: k.BootstrapServers()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	for i := 0; i < records; i++ {
+		v := fmt.Sprintf("r-%03d", i)
+		if err := prod.Produce(ctx, s.topic, []byte(v), []byte(v), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+// deadLetters reads the dead-letter topic in the background.
+type deadLetters struct {
+	mu   sync.Mutex
+	recs []*kgo.Record
+}
+
+func (d *deadLetters) follow(ctx context.Context, t *testing.T, bootstrap []string, topic string) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer cl.Close()
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			d.mu.Lock()
+			d.recs = append(d.recs, fs.Records()...)
+			d.mu.Unlock()
+		}
+	}()
+}
+
+func (d *deadLetters) byValue() map[string][]*kgo.Record {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[string][]*kgo.Record{}
+	for _, r := range d.recs {
+		out[string(r.Value)] = append(out[string(r.Value)], r)
+	}
+	return out
+}
+
+func header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// app is the application: it talks to the republisher only over HTTP.
+type app struct {
+	mu       sync.Mutex
+	accepted map[string]int
+}
+
+func post(url string, in, out any) error {
+	b, _ := json.Marshal(in)
+	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// step receives one batch and acks it by class; abandoned records are left to lapse.
+func (a *app) step(base string) error {
+	var got republisher.ReceiveResponse
+	if err := post(base+"/v1/receive", republisher.ReceiveRequest{MaxRecords: 20, WaitMs: 1000}, &got); err != nil {
+		return err
+	}
+	var acks []republisher.Ack
+	for _, r := range got.Records {
+		if os.Getenv("KQO_TEST_TRACE") != "" {
+			fmt.Fprintf(os.Stderr, "%s recv %s count %d\n", time.Now().Format("15:04:05.000"), r.Value, r.DeliveryCount)
+		}
+		switch classOf(string(r.Value)) {
+		case classAccept:
+			acks = append(acks, republisher.Ack{ID: r.ID, Type: "accept"})
+		case classReject:
+			acks = append(acks, republisher.Ack{ID: r.ID, Type: "reject"})
+		case classRelease:
+			acks = append(acks, republisher.Ack{ID: r.ID, Type: "release"})
+		}
+	}
+	if len(acks) == 0 {
+		return nil
+	}
+	var res republisher.AckResponse
+	if err := post(base+"/v1/ack", republisher.AckRequest{Acks: acks}, &res); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, r := range res.Results {
+		if r.Error != "" {
+			return fmt.Errorf("ack %s %s: %s", acks[i].Type, r.ID, r.Error)
+		}
+		if acks[i].Type == "accept" {
+			for _, rec := range got.Records {
+				if rec.ID == r.ID {
+					a.accepted[string(rec.Value)]++
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// complete reports whether every record has its end: accepted, or in the dead-letter topic.
+func complete(a *app, dead map[string][]*kgo.Record) (bool, string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	missing := 0
+	first := ""
+	var all []string
+	for i := 0; i < records; i++ {
+		v := fmt.Sprintf("r-%03d", i)
+		ok := a.accepted[v] > 0
+		if classOf(v) != classAccept {
+			ok = len(dead[v]) > 0
+		}
+		if !ok {
+			missing++
+			all = append(all, v)
+			if first == "" {
+				first = v
+			}
+		}
+	}
+	return missing == 0, fmt.Sprintf("%d of %d records unresolved (first %s): %v", missing, records, first, all)
+}
+
+// checkNothingLost asserts every record ended exactly as its class says, with provenance.
+func checkNothingLost(t *testing.T, s *setup, a *app, dead map[string][]*kgo.Record, allowDuplicates bool) {
+	t.Helper()
+	dups := 0
+	for i := 0; i < records; i++ {
+		v := fmt.Sprintf("r-%03d", i)
+		c := classOf(v)
+		if c == classAccept {
+			if n := a.accepted[v]; n == 0 || (n > 1 && !allowDuplicates) {
+				t.Errorf("%s accepted %d times, want once", v, n)
+			}
+			if len(dead[v]) > 0 {
+				t.Errorf("%s was accepted but is in the dead-letter topic", v)
+			}
+			continue
+		}
+		if len(dead[v]) == 0 {
+			t.Errorf("%s (class %d) is not in the dead-letter topic: lost", v, c)
+			continue
+		}
+		if len(dead[v]) > 1 {
+			dups += len(dead[v]) - 1
+			if !allowDuplicates {
+				t.Errorf("%s dead-lettered %d times", v, len(dead[v]))
+			}
+		}
+		first := dead[v][0]
+		if header(first, republisher.HeaderSourceTopic) != s.topic || header(first, republisher.HeaderGroup) != s.group || header(first, republisher.HeaderSourceOffset) == "" || header(first, republisher.HeaderFirstSeen) == "" {
+			t.Errorf("%s: provenance headers %v", v, first.Headers)
+		}
+		reason := header(first, republisher.HeaderReason)
+		if reason != wantReason[c] && !(allowDuplicates && reason == republisher.ReasonOverAttempted) {
+			t.Errorf("%s: reason %q, want %q", v, reason, wantReason[c])
+		}
+		// Every duplicate names the same source record.
+		for _, d := range dead[v][1:] {
+			if header(d, republisher.HeaderSourceOffset) != header(first, republisher.HeaderSourceOffset) || header(d, republisher.HeaderSourcePartition) != header(first, republisher.HeaderSourcePartition) {
+				t.Errorf("%s: duplicate from a different source record: %v vs %v", v, d.Headers, first.Headers)
+			}
+		}
+	}
+	t.Logf("dead-letter duplicates: %d", dups)
+}
+
+func TestRepublisherAppLoopLosesNothing(t *testing.T) {
+	s := newSetup(t, "work")
+	rp, err := republisher.New(kafka.Config{BootstrapServers: s.bootstrapServer}, republisher.Options{
+		Topic: s.topic, Group: s.group, DeadLetterTopic: s.dlq, MaxDeliveryAttempts: maxAttempts, Lease: 2 * time.Second, Members: 2, MaxRecords: 20,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go rp.Run(ctx)
+	srv := httptest.NewServer(rp.Handler())
+	defer srv.Close()
+	defer rp.Shutdown(context.Background())
+
+	var dl deadLetters
+	dl.follow(ctx, t, s.bootstrapServer, s.dlq)
+	a := &app{accepted: map[string]int{}}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		if err := a.step(srv.URL); err != nil {
+			t.Fatal(err)
+		}
+		done, why := complete(a, dl.byValue())
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(why)
+		}
+	}
+	time.Sleep(2 * time.Second) // any duplicate would have arrived by now
+	checkNothingLost(t, s, a, dl.byValue(), false)
+	for v, rs := range dl.byValue() {
+		c := classOf(v)
+		if want := map[int]string{classReject: "1", classRelease: strconv.Itoa(maxAttempts), classAbandon: strconv.Itoa(maxAttempts)}[c]; header(rs[0], republisher.HeaderDeliveryCount) != want {
+			t.Errorf("%s (class %d): delivery count %s, want %s", v, c, header(rs[0], republisher.HeaderDeliveryCount), want)
+		}
+	}
+}
+
+// The republisher binary is killed with SIGKILL mid-run and started again: nothing is lost,
+// and duplicates in the dead-letter topic name the same source record.
+func TestRepublisherKilledMidRunLosesNothing(t *testing.T) {
+	s := newSetup(t, "killed")
+	bin := filepath.Join(t.TempDir(), "republisher")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/republisher")
+	build.Dir = rig.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building: %v\n%s", err, out)
+	}
+	start := func() (*exec.Cmd, string) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		cmd := exec.Command(bin, "--listen", addr, "--metrics-bind-address=0", "--lease=2s", "--members=2", "--max-records=20")
+		cmd.Env = append(os.Environ(), "KQO_BOOTSTRAP_SERVERS="+s.kafka.Bootstrap(), "KQO_TOPIC="+s.topic, "KQO_GROUP="+s.group,
+			"KQO_DEAD_LETTER_TOPIC="+s.dlq, "KQO_MAX_DELIVERY_ATTEMPTS="+strconv.Itoa(maxAttempts))
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		base := "http://" + addr
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			resp, err := http.Get(base + "/healthz")
+			if err == nil {
+				resp.Body.Close()
+				return cmd, base
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("republisher did not serve: %v", err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var dl deadLetters
+	dl.follow(ctx, t, s.bootstrapServer, s.dlq)
+	a := &app{accepted: map[string]int{}}
+
+	cmd, base := start()
+	// Run until some records are settled and others are held, then kill it.
+	for i := 0; i < 200; i++ {
+		if err := a.step(base); err != nil {
+			t.Fatal(err)
+		}
+		a.mu.Lock()
+		n := len(a.accepted)
+		a.mu.Unlock()
+		if n >= 5 && len(dl.byValue()) >= 5 {
+			break
+		}
+	}
+	// Hold one more batch unacknowledged, then SIGKILL: no graceful release.
+	var held republisher.ReceiveResponse
+	for i := 0; i < 20 && len(held.Records) == 0; i++ {
+		_ = post(base+"/v1/receive", republisher.ReceiveRequest{MaxRecords: 20, WaitMs: 1000}, &held)
+	}
+	if len(held.Records) == 0 {
+		t.Fatal("could not get a batch to hold before the kill")
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	t.Logf("killed with %d records held, %d accepted, %d dead-lettered", len(held.Records), len(a.accepted), len(dl.byValue()))
+
+	cmd, base = start()
+	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+	deadline := time.Now().Add(4 * time.Minute)
+	for {
+		if err := a.step(base); err != nil {
+			t.Fatal(err)
+		}
+		done, why := complete(a, dl.byValue())
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(why)
+		}
+	}
+	time.Sleep(2 * time.Second)
+	checkNothingLost(t, s, a, dl.byValue(), true)
+}
+
+// A record the application holds longer than the brokers' lock (15s, the 4.4 minimum) stays
+// with it: the sidecar renews the lock, no other member gets the record, and the late accept
+// is final.
+func TestRepublisherRenewsTheBrokersLock(t *testing.T) {
+	s := newSetup(t, "slow")
+	ctx := context.Background()
+	alt, err := s.admin.IncrementalAlterConfigs(ctx, []kafka.Alteration{{Resource: kafka.ResourceKey{Type: kafka.GroupResource, Name: s.group},
+		Configs: []kafka.AlterConfig{{Name: "share.record.lock.duration.ms", Op: kafka.OpSet, Value: "15000"}}}})
+	if err != nil || alt[kafka.ResourceKey{Type: kafka.GroupResource, Name: s.group}] != nil {
+		t.Fatalf("lock duration: %v %v", err, alt)
+	}
+	rp, err := republisher.New(kafka.Config{BootstrapServers: s.bootstrapServer}, republisher.Options{
+		Topic: s.topic, Group: s.group, DeadLetterTopic: s.dlq, MaxDeliveryAttempts: maxAttempts, Lease: 40 * time.Second, Members: 2, MaxRecords: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go rp.Run(rctx)
+	defer rp.Shutdown(context.Background())
+
+	var first []republisher.Delivery
+	deadline := time.Now().Add(60 * time.Second)
+	for len(first) == 0 && time.Now().Before(deadline) {
+		if first, err = rp.Receive(ctx, 1, 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(first) != 1 {
+		t.Fatal("no record received")
+	}
+	held := first[0]
+	if time.Until(held.Record.LockDeadline) > 16*time.Second {
+		t.Fatalf("brokers' lock ends in %s; the test needs the 15s lock", time.Until(held.Record.LockDeadline))
+	}
+	// For 22s (past the 15s lock) the other member keeps polling; it must never get the
+	// held record, and the app renews its own lease once through the API path.
+	end := time.Now().Add(22 * time.Second)
+	renewed := false
+	for time.Now().Before(end) {
+		ds, err := rp.Receive(ctx, 1, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			if d.Record.Offset == held.Record.Offset && d.Record.Partition == held.Record.Partition {
+				t.Fatalf("record %s was delivered again (count %d) while the application held it", held.ID, d.DeliveryCount)
+			}
+			if err := rp.Ack(ctx, d.ID, kafka.AckAccept); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !renewed && time.Until(end) < 10*time.Second {
+			if err := rp.Ack(ctx, held.ID, kafka.AckRenew); err != nil {
+				t.Fatalf("renew: %v", err)
+			}
+			renewed = true
+		}
+	}
+	if err := rp.Ack(ctx, held.ID, kafka.AckAccept); err != nil {
+		t.Fatalf("late accept: %v", err)
+	}
+}
