@@ -114,33 +114,49 @@ func run(n, batch, members int) error {
 		defer rp.Shutdown(context.Background())
 		srv := httptest.NewServer(rp.Handler())
 		defer srv.Close()
-		done := 0
+		// One application worker per member, as an app would run its receive loops.
+		var done atomic.Int64
 		start := time.Now()
-		for done < n {
-			if time.Since(start) > 10*time.Minute {
-				return 0, fmt.Errorf("%s: only %d of %d records after 10m", topic, done, n)
-			}
-			var got republisher.ReceiveResponse
-			if err := post(srv.URL+"/v1/receive", republisher.ReceiveRequest{MaxRecords: batch, WaitMs: 2000}, &got); err != nil {
-				return 0, err
-			}
-			if len(got.Records) == 0 {
-				continue
-			}
-			req := republisher.AckRequest{}
-			for _, r := range got.Records {
-				req.Acks = append(req.Acks, republisher.Ack{ID: r.ID, Type: ackType})
-			}
-			var res republisher.AckResponse
-			if err := post(srv.URL+"/v1/ack", req, &res); err != nil {
-				return 0, err
-			}
-			for _, r := range res.Results {
-				if r.Error != "" {
-					return 0, fmt.Errorf("%s %s: %s", ackType, r.ID, r.Error)
+		errc := make(chan error, members)
+		for w := 0; w < members; w++ {
+			go func() {
+				for done.Load() < int64(n) {
+					if time.Since(start) > 10*time.Minute {
+						errc <- fmt.Errorf("%s: only %d of %d records after 10m", topic, done.Load(), n)
+						return
+					}
+					var got republisher.ReceiveResponse
+					if err := post(srv.URL+"/v1/receive", republisher.ReceiveRequest{MaxRecords: batch, WaitMs: 500}, &got); err != nil {
+						errc <- err
+						return
+					}
+					if len(got.Records) == 0 {
+						continue
+					}
+					req := republisher.AckRequest{}
+					for _, r := range got.Records {
+						req.Acks = append(req.Acks, republisher.Ack{ID: r.ID, Type: ackType})
+					}
+					var res republisher.AckResponse
+					if err := post(srv.URL+"/v1/ack", req, &res); err != nil {
+						errc <- err
+						return
+					}
+					for _, r := range res.Results {
+						if r.Error != "" {
+							errc <- fmt.Errorf("%s %s: %s", ackType, r.ID, r.Error)
+							return
+						}
+					}
+					done.Add(int64(len(got.Records)))
 				}
+				errc <- nil
+			}()
+		}
+		for w := 0; w < members; w++ {
+			if err := <-errc; err != nil {
+				return 0, err
 			}
-			done += len(got.Records)
 		}
 		return time.Since(start), nil
 	}
@@ -153,7 +169,7 @@ func run(n, batch, members int) error {
 		return err
 	}
 	rate := func(d time.Duration) float64 { return float64(n) / d.Seconds() }
-	fmt.Printf("\n== republisher vs a plain franz-go producer: %d records of %d B, 1 broker, receive batches of %d, %d members\n", n, len(value), batch, members)
+	fmt.Printf("\n== republisher vs a plain franz-go producer: %d records of %d B, 1 broker, receive batches of %d, %d members and as many app workers\n", n, len(value), batch, members)
 	fmt.Printf("%-52s %10s %12s %8s\n", "path", "time", "records/s", "ratio")
 	fmt.Printf("%-52s %10s %12.0f %8.2f\n", "plain producer (acks=all, idempotent)", base.Round(time.Millisecond), rate(base), 1.0)
 	fmt.Printf("%-52s %10s %12.0f %8.2f\n", "republisher: receive + accept over HTTP", acc.Round(time.Millisecond), rate(acc), rate(acc)/rate(base))
