@@ -101,6 +101,9 @@ type held struct {
 	// acquisition or renewal holds it (share.record.lock.duration.ms, as first observed).
 	brokerDeadline time.Time
 	lockFor        time.Duration
+	// deadReason is set when a dead-letter write failed and is being retried.
+	deadReason string
+	retrying   bool
 }
 
 // Republisher is the sidecar's core. Its methods are safe for concurrent use.
@@ -199,7 +202,7 @@ func (r *Republisher) Receive(ctx context.Context, max int, wait time.Duration) 
 	r.m.heldRecords.Set(float64(len(r.held)))
 	r.mu.Unlock()
 	for _, rec := range dead {
-		r.settle(ctx, &held{id: deliveryID(rec), rec: rec, mem: mem, firstSeen: now}, ReasonOverAttempted)
+		_ = r.settle(ctx, &held{id: deliveryID(rec), rec: rec, mem: mem, firstSeen: now, brokerDeadline: rec.LockDeadline, lockFor: rec.LockDeadline.Sub(now)}, ReasonOverAttempted)
 	}
 	if len(recs) == 0 {
 		r.releaseMember(mem)
@@ -214,6 +217,10 @@ func (r *Republisher) Ack(ctx context.Context, id string, t kafka.AckType) error
 	if !ok {
 		r.mu.Unlock()
 		return ErrUnknownID
+	}
+	if h.deadReason != "" {
+		r.mu.Unlock()
+		return fmt.Errorf("republisher: %s is being dead-lettered (%s); the write is retried", id, h.deadReason)
 	}
 	if t == kafka.AckRenew {
 		now := time.Now()
@@ -254,12 +261,17 @@ func (r *Republisher) Ack(ctx context.Context, id string, t kafka.AckType) error
 func (r *Republisher) Sweep(ctx context.Context) {
 	now := time.Now()
 	var lapsed []*held
+	var retry []*held
 	r.mu.Lock()
 	for id, h := range r.held {
 		if now.After(h.lease) {
 			delete(r.held, id)
 			lapsed = append(lapsed, h)
 			continue
+		}
+		if h.deadReason != "" && !h.retrying {
+			h.retrying = true // stays held (and its lock renewed) while the write is retried
+			retry = append(retry, h)
 		}
 		margin := min(h.lockFor/2, 5*time.Second)
 		if !h.brokerDeadline.IsZero() && h.lease.After(h.brokerDeadline) && now.After(h.brokerDeadline.Add(-margin)) {
@@ -268,8 +280,17 @@ func (r *Republisher) Sweep(ctx context.Context) {
 	}
 	r.m.heldRecords.Set(float64(len(r.held)))
 	r.mu.Unlock()
+	for _, h := range retry {
+		go func(h *held) { _ = r.settle(context.Background(), h, h.deadReason) }(h)
+	}
 	for _, h := range lapsed {
 		r.m.acks.WithLabelValues("lease-expired").Inc()
+		if h.deadReason != "" {
+			// The dead-letter topic stayed unwritable for the whole hold: give the record back.
+			h.rec.Ack(kafka.AckRelease)
+			r.done(h.mem)
+			continue
+		}
 		if h.rec.DeliveryCount >= r.opts.MaxDeliveryAttempts {
 			_ = r.settle(ctx, h, ReasonLeaseExpired)
 			continue
@@ -321,10 +342,10 @@ func (r *Republisher) Shutdown(ctx context.Context) {
 }
 
 // settle dead-letters a record: produce it with provenance headers, then accept it at the
-// source. If the produce fails the source record is released, so the brokers deliver it again
-// (and, past the application's attempts, it is dead-lettered on arrival).
+// source. If the write fails, the record is kept (its broker lock renewed) and the write is
+// retried by Sweep: releasing it instead could spend the reserved last attempt and let the
+// brokers archive it with no copy.
 func (r *Republisher) settle(ctx context.Context, h *held, reason string) error {
-	defer r.done(h.mem)
 	rec := h.rec
 	headers := append([]kafka.Header{}, rec.Headers...)
 	headers = append(headers,
@@ -340,13 +361,33 @@ func (r *Republisher) settle(ctx context.Context, h *held, reason string) error 
 	defer cancel()
 	if err := r.producer.Produce(pctx, r.opts.DeadLetterTopic, rec.Key, rec.Value, headers); err != nil {
 		r.m.produceErrors.Inc()
-		rec.Ack(kafka.AckRelease)
-		return fmt.Errorf("republisher: dead-lettering %s/%d@%d to %s: %w (released for redelivery)", rec.Topic, rec.Partition, rec.Offset, r.opts.DeadLetterTopic, err)
+		now := time.Now()
+		r.mu.Lock()
+		h.deadReason, h.retrying = reason, false
+		h.lease = now.Add(deadLetterRetryHold) // keep the brokers' lock while retrying
+		if !r.closed {
+			r.held[h.id] = h
+			r.m.heldRecords.Set(float64(len(r.held)))
+		}
+		r.mu.Unlock()
+		return fmt.Errorf("republisher: dead-lettering %s/%d@%d to %s: %w (kept; the write is retried)", rec.Topic, rec.Partition, rec.Offset, r.opts.DeadLetterTopic, err)
 	}
 	r.m.deadLettered.WithLabelValues(reason).Inc()
+	r.mu.Lock()
+	if r.held[h.id] == h {
+		delete(r.held, h.id)
+		r.m.heldRecords.Set(float64(len(r.held)))
+	}
+	r.mu.Unlock()
 	rec.Ack(kafka.AckAccept)
+	r.done(h.mem)
 	return nil
 }
+
+// deadLetterRetryHold is how long a record whose dead-letter write failed is kept (lock
+// renewed) while the write is retried; after that it is released for the brokers to deliver
+// again (to this or another sidecar, which dead-letters it on arrival).
+const deadLetterRetryHold = time.Hour
 
 // takeMember returns a member whose last batch is fully acknowledged, waiting for one until
 // ctx ends (nil, nil).

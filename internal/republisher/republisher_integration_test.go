@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -467,5 +468,77 @@ func TestRepublisherRenewsTheBrokersLock(t *testing.T) {
 	}
 	if err := rp.Ack(ctx, held.ID, kafka.AckAccept); err != nil {
 		t.Fatalf("late accept: %v", err)
+	}
+}
+
+// A dead-letter topic that cannot be written (here: missing, with auto-creation off) loses
+// nothing: the rejected record stays held with its lock renewed, the write is retried, and once
+// the topic exists the record lands there and is accepted.
+func TestRepublisherKeepsRecordsWhileTheDeadLetterTopicIsUnwritable(t *testing.T) {
+	s := newSetup(t, "nodlq")
+	ctx := context.Background()
+	missing := "nodlq.missing-dlq"
+	rp, err := republisher.New(kafka.Config{BootstrapServers: s.bootstrapServer}, republisher.Options{
+		Topic: s.topic, Group: s.group, DeadLetterTopic: missing, MaxDeliveryAttempts: maxAttempts, Lease: 30 * time.Second, Members: 1, MaxRecords: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go rp.Run(rctx)
+	defer rp.Shutdown(context.Background())
+
+	var ds []republisher.Delivery
+	for deadline := time.Now().Add(60 * time.Second); len(ds) == 0 && time.Now().Before(deadline); {
+		if ds, err = rp.Receive(ctx, 1, 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(ds) != 1 {
+		t.Fatal("no record received")
+	}
+	rejected := ds[0]
+	if err := rp.Ack(ctx, rejected.ID, kafka.AckReject); err == nil || !strings.Contains(err.Error(), "retried") {
+		t.Fatalf("reject with an unwritable dead-letter topic: %v, want an error saying the write is retried", err)
+	}
+	// Its member stays busy with it: nothing else is handed out, nothing is lost meanwhile.
+	if more, err := rp.Receive(ctx, 1, 2*time.Second); err != nil || len(more) != 0 {
+		t.Fatalf("receive while the only member holds a record being dead-lettered: %v %v", more, err)
+	}
+	res, err := s.admin.CreateTopics(ctx, []kafka.NewTopic{{Name: missing, Partitions: 1, ReplicationFactor: 1}})
+	if err != nil || res[missing].Err != nil {
+		t.Fatalf("creating %s: %v %v", missing, err, res[missing].Err)
+	}
+	var dl deadLetters
+	dl.follow(rctx, t, s.bootstrapServer, missing)
+	eventually := time.Now().Add(90 * time.Second)
+	for {
+		if rs := dl.byValue()[string(rejected.Record.Value)]; len(rs) > 0 {
+			if header(rs[0], republisher.HeaderReason) != republisher.ReasonRejected || header(rs[0], republisher.HeaderSourceOffset) != strconv.FormatInt(rejected.Record.Offset, 10) {
+				t.Fatalf("dead letter headers %v", rs[0].Headers)
+			}
+			break
+		}
+		if time.Now().After(eventually) {
+			t.Fatal("the rejected record never reached the dead-letter topic after it was created")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	// The member is free again and the queue moves on.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		next, err := rp.Receive(ctx, 1, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(next) > 0 {
+			if next[0].Record.Offset == rejected.Record.Offset && next[0].Record.Partition == rejected.Record.Partition {
+				t.Fatalf("the dead-lettered record was delivered again: %+v", next[0])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no further record after the dead-letter write succeeded")
+		}
 	}
 }
