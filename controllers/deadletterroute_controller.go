@@ -122,7 +122,8 @@ func (r *DeadLetterRouteReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 
 	// --- observe
-	obs := routeObservation{Cluster: kc.Status, QueueTopic: topicNameOf(&sq), GroupID: groupIDOf(&sq)}
+	obs := routeObservation{Cluster: kc.Status, QueueTopic: topicNameOf(&sq), GroupID: groupIDOf(&sq), QueueAttempts: queueAttempts(&sq, kc.Status)}
+	dlr.Status.GroupID, dlr.Status.ClusterName = obs.GroupID, kc.Name
 	topicName := deadLetterTopicNameOf(&dlr, obs.QueueTopic, kc.Status)
 	if err := r.observe(kctx, cl, topicName, &obs); err != nil {
 		r.waiting(&dlr, kqv1.ReasonKafkaUnavailable, fmt.Sprintf("reading topic %s / group %s: %v", topicName, obs.GroupID, err))
@@ -273,6 +274,18 @@ func (r *DeadLetterRouteReconciler) apply(ctx context.Context, cl *kafka.Client,
 	return topicErr, groupErr, transient
 }
 
+// queueAttempts is the attempts the queue's application gets: spec.delivery.maxDeliveryAttempts,
+// else the brokers' default share.delivery.count.limit; 0 when neither is known.
+func queueAttempts(sq *kqv1.ShareQueue, cs kqv1.KafkaClusterStatus) int32 {
+	if sq.Spec.Delivery.MaxDeliveryAttempts != nil {
+		return *sq.Spec.Delivery.MaxDeliveryAttempts
+	}
+	if b := cs.ShareBounds; b != nil && b.DeliveryCountLimit.Default != nil {
+		return int32(*b.DeliveryCountLimit.Default)
+	}
+	return 0
+}
+
 // firstRouteOf returns the route that owns queue: the oldest (then lowest-named) live one.
 func (r *DeadLetterRouteReconciler) firstRouteOf(ctx context.Context, ns, queue string) (*kqv1.DeadLetterRoute, error) {
 	var list kqv1.DeadLetterRouteList
@@ -335,16 +348,25 @@ func (r *DeadLetterRouteReconciler) finalize(ctx context.Context, dlr *kqv1.Dead
 			fmt.Sprintf("%s; released the finalizer after %s, leaving the %s configs on the group", why, r.FinalizerTimeout, dlqTopicNameConfig))
 		return release()
 	}
+	// The group and cluster as last resolved: the ShareQueue may already be gone (with
+	// deletionPolicy Retain its group, and these configs, stay in Kafka).
+	groupID, clusterName := dlr.Status.GroupID, dlr.Status.ClusterName
 	var sq kqv1.ShareQueue
-	if err := r.Get(ctx, types.NamespacedName{Namespace: dlr.Namespace, Name: dlr.Spec.QueueRef.Name}, &sq); err != nil {
-		if apierrors.IsNotFound(err) {
-			return release() // the queue's own deletion handles its group
-		}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: dlr.Namespace, Name: dlr.Spec.QueueRef.Name}, &sq); err == nil {
+		groupID, clusterName = groupIDOf(&sq), sq.Spec.ClusterRef.Name
+	} else if !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
+	if groupID == "" || clusterName == "" {
+		r.event(dlr, corev1.EventTypeWarning, "CleanupAbandoned", "Delete",
+			fmt.Sprintf("ShareQueue %s is gone and this route never recorded its group: any %s configs it set stay on the group", dlr.Spec.QueueRef.Name, dlqTopicNameConfig))
+		return release()
+	}
 	var kc kqv1.KafkaCluster
-	if err := r.Get(ctx, types.NamespacedName{Namespace: sq.Namespace, Name: sq.Spec.ClusterRef.Name}, &kc); err != nil {
+	if err := r.Get(ctx, types.NamespacedName{Namespace: dlr.Namespace, Name: clusterName}, &kc); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.event(dlr, corev1.EventTypeWarning, "CleanupAbandoned", "Delete",
+				fmt.Sprintf("KafkaCluster %s is gone: the %s configs stay on group %s", clusterName, dlqTopicNameConfig, groupID))
 			return release()
 		}
 		return ctrl.Result{}, err
@@ -355,7 +377,6 @@ func (r *DeadLetterRouteReconciler) finalize(ctx context.Context, dlr *kqv1.Dead
 	if err != nil {
 		return giveUp(fmt.Sprintf("cannot build a client for KafkaCluster %s: %v", kc.Name, err))
 	}
-	groupID := groupIDOf(&sq)
 	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: groupID}
 	cfgs, err := cl.DescribeConfigs(kctx, []kafka.ResourceKey{groupKey})
 	if err != nil {

@@ -170,6 +170,27 @@ func TestDeadLetterRouteBrokerNative(t *testing.T) {
 		}
 		return ""
 	})
+
+	// The queue goes first (deletionPolicy Retain: its group stays in Kafka), then the route:
+	// the route still removes the dead-letter configs from the group it recorded.
+	if err := r.k8s.Delete(ctx, sq); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() string {
+		if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(sq), &kqv1.ShareQueue{}); err == nil {
+			return "ShareQueue still there"
+		}
+		return ""
+	})
+	if err := r.k8s.Delete(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	waitConfig(t, r.admin, groupKey, dlqTopicNameConfig, func(e kafka.ConfigEntry) string {
+		if e.IsOverride() {
+			return fmt.Sprintf("%s still set to %q after the queue and then its route were deleted", dlqTopicNameConfig, e.Value)
+		}
+		return ""
+	})
 }
 
 // An explicit Republisher route creates its topic, sets no broker DLQ configs on the group, and

@@ -34,6 +34,10 @@ type routeObservation struct {
 	Topic        kafka.Topic // Err IsNotFound when the topic does not exist
 	TopicConfigs map[string]kafka.ConfigEntry
 	GroupConfigs map[string]kafka.ConfigEntry
+	// QueueAttempts is the attempts the application gets: the queue's
+	// spec.delivery.maxDeliveryAttempts, else the brokers' default share.delivery.count.limit;
+	// 0 when neither is known.
+	QueueAttempts int32
 }
 
 // routePlan is the Kafka changes a DeadLetterRoute needs and the status they lead to.
@@ -205,7 +209,20 @@ func planRoute(dlr *kqv1.DeadLetterRoute, obs routeObservation) routePlan {
 			p.GroupConfigs = append(p.GroupConfigs, kafka.AlterConfig{Name: k, Op: kafka.OpDelete})
 		}
 	}
+	// The reserved last attempt must be in place at the brokers, or a record whose last
+	// application attempt dies with the sidecar is archived without a copy.
+	limit, ok := obs.GroupConfigs[deliveryCountLimitConfig]
+	reserved := strconv.Itoa(int(obs.QueueAttempts) + 1)
+	if obs.QueueAttempts == 0 || !ok || normaliseValue(limit.Value) != reserved {
+		have := "unknown"
+		if ok {
+			have = limit.Value
+		}
+		p.RouteActive = condInput{metav1.ConditionFalse, kqv1.ReasonDeliveryLimitNotReserved,
+			fmt.Sprintf("Republisher mode needs group %s's %s = maxDeliveryAttempts (%d) + 1 = %s, and it is %s; check the ShareQueue's ConfigValid condition (the brokers' group.share.max.delivery.count.limit may leave no room: lower spec.delivery.maxDeliveryAttempts). The webhook does not inject the republisher until then", obs.GroupID, deliveryCountLimitConfig, obs.QueueAttempts, reserved, have)}
+		return p
+	}
 	p.RouteActive = condInput{metav1.ConditionTrue, kqv1.ReasonRepublisher,
-		fmt.Sprintf("the republisher sidecar, injected into Pods annotated %s=%s, writes to topic %s every record of group %s that is rejected, or released or lapsed on its last attempt; the group's share.delivery.count.limit is maxDeliveryAttempts + 1 (the reserved attempt)", kqv1.QueueAnnotation, dlr.Spec.QueueRef.Name, p.TopicName, obs.GroupID)}
+		fmt.Sprintf("the republisher sidecar, injected into Pods annotated %s=%s, writes to topic %s every record of group %s that is rejected, or released or lapsed on its last attempt; the group's %s is %s, maxDeliveryAttempts (%d) + 1 (the reserved attempt)", kqv1.QueueAnnotation, dlr.Spec.QueueRef.Name, p.TopicName, obs.GroupID, deliveryCountLimitConfig, reserved, obs.QueueAttempts)}
 	return p
 }

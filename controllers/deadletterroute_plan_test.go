@@ -53,7 +53,9 @@ func TestPlanRouteAutoPicksBrokerNativeAtShareVersion2(t *testing.T) {
 }
 
 func TestPlanRouteAutoPicksRepublisherBelowShareVersion2(t *testing.T) {
-	p := planRoute(routeFor(kqv1.DeadLetterModeAuto, ""), routeObservation{Cluster: clusterAt(1), QueueTopic: "orders", GroupID: "orders", Topic: missingTopic()})
+	obs := routeObservation{Cluster: clusterAt(1), QueueTopic: "orders", GroupID: "orders", Topic: missingTopic(), QueueAttempts: 4,
+		GroupConfigs: map[string]kafka.ConfigEntry{"share.delivery.count.limit": override("5")}}
+	p := planRoute(routeFor(kqv1.DeadLetterModeAuto, ""), obs)
 	if p.Mode != kqv1.DeadLetterModeRepublisher {
 		t.Fatalf("mode %s, want Republisher", p.Mode)
 	}
@@ -65,6 +67,30 @@ func TestPlanRouteAutoPicksRepublisherBelowShareVersion2(t *testing.T) {
 	}
 	if p.RouteActive.Status != metav1.ConditionTrue || p.RouteActive.Reason != kqv1.ReasonRepublisher || !strings.Contains(p.RouteActive.Message, "kafkaqueues.io/queue=orders") {
 		t.Errorf("RouteActive %+v", p.RouteActive)
+	}
+}
+
+// Without the reserved attempt at the brokers (the queue's limit could not be raised, e.g.
+// attempts already at the brokers' maximum), a Republisher route is not active.
+func TestPlanRouteRepublisherNeedsTheReservedAttempt(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		attempts int32
+		limit    map[string]kafka.ConfigEntry
+	}{
+		{"limit equals attempts (maximum reached)", 10, map[string]kafka.ConfigEntry{"share.delivery.count.limit": override("10")}},
+		{"limit not reported", 4, nil},
+		{"attempts unknown", 0, map[string]kafka.ConfigEntry{"share.delivery.count.limit": override("5")}},
+	} {
+		p := planRoute(routeFor(kqv1.DeadLetterModeRepublisher, ""), routeObservation{Cluster: clusterAt(1), QueueTopic: "orders", GroupID: "orders",
+			Topic: missingTopic(), QueueAttempts: tc.attempts, GroupConfigs: tc.limit})
+		if p.RouteActive.Status != metav1.ConditionFalse || p.RouteActive.Reason != kqv1.ReasonDeliveryLimitNotReserved ||
+			!strings.Contains(p.RouteActive.Message, "share.delivery.count.limit") {
+			t.Errorf("%s: RouteActive %+v", tc.name, p.RouteActive)
+		}
+		if p.CreateTopic == nil {
+			t.Errorf("%s: the topic is still created", tc.name)
+		}
 	}
 }
 

@@ -109,6 +109,13 @@ type DeadLetterRouteStatus struct {
 	// queueName is the source ShareQueue.
 	// +optional
 	QueueName string `json:"queueName,omitempty"`
+	// groupID is the source queue's share group, and clusterName its KafkaCluster, as last
+	// resolved: deletion cleans the group's dead-letter configs up with them even when the
+	// ShareQueue is already gone.
+	// +optional
+	GroupID string `json:"groupID,omitempty"`
+	// +optional
+	ClusterName string `json:"clusterName,omitempty"`
 }
 
 // DeadLetterRoute says where a ShareQueue's dead records go.

@@ -65,6 +65,10 @@ const (
 	ReasonTopicNamePrefixRequired = "TopicNamePrefixRequired"
 	// ReasonBrokerNative: the brokers write the group's dead records (KIP-1191).
 	ReasonBrokerNative = "BrokerNative"
+	// ReasonDeliveryLimitNotReserved: Republisher mode, but the group's
+	// share.delivery.count.limit is not maxDeliveryAttempts + 1 (typically the brokers'
+	// maximum leaves no room for the reserved attempt); the sidecar is not injected.
+	ReasonDeliveryLimitNotReserved = "DeliveryLimitNotReserved"
 	// ReasonRepublisher: the republisher sidecar, injected into Pods annotated
 	// kafkaqueues.io/queue=<queue>, writes the group's dead records.
 	ReasonRepublisher = "Republisher"

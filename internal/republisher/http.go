@@ -2,7 +2,9 @@ package republisher
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -79,18 +81,22 @@ func (r *Republisher) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/receive", func(w http.ResponseWriter, req *http.Request) {
 		var in ReceiveRequest
 		if req.ContentLength != 0 {
-			if err := json.NewDecoder(http.MaxBytesReader(w, req.Body, 1<<16)).Decode(&in); err != nil {
-				httpError(w, http.StatusBadRequest, fmt.Errorf("body: %w", err))
+			if err := decode(w, req, &in, 1<<16); err != nil {
+				httpError(w, http.StatusBadRequest, err)
 				return
 			}
-		}
-		wait := 5 * time.Second
-		if in.WaitMs > 0 {
-			wait = time.Duration(min(in.WaitMs, 30000)) * time.Millisecond
 		}
 		if in.MaxRecords < 0 {
 			httpError(w, http.StatusBadRequest, fmt.Errorf("maxRecords %d must not be negative", in.MaxRecords))
 			return
+		}
+		if in.WaitMs < 0 || in.WaitMs > 30000 {
+			httpError(w, http.StatusBadRequest, fmt.Errorf("waitMs %d must be between 0 and 30000", in.WaitMs))
+			return
+		}
+		wait := 5 * time.Second
+		if in.WaitMs > 0 {
+			wait = time.Duration(in.WaitMs) * time.Millisecond
 		}
 		ds, err := r.Receive(req.Context(), in.MaxRecords, wait)
 		if err != nil {
@@ -110,8 +116,8 @@ func (r *Republisher) Handler() http.Handler {
 	})
 	mux.HandleFunc("POST /v1/ack", func(w http.ResponseWriter, req *http.Request) {
 		var in AckRequest
-		if err := json.NewDecoder(http.MaxBytesReader(w, req.Body, 1<<20)).Decode(&in); err != nil {
-			httpError(w, http.StatusBadRequest, fmt.Errorf("body: %w", err))
+		if err := decode(w, req, &in, 1<<20); err != nil {
+			httpError(w, http.StatusBadRequest, err)
 			return
 		}
 		// Acks of one request are independent: dead-letter writes among them run concurrently.
@@ -137,6 +143,23 @@ func (r *Republisher) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	return mux
+}
+
+// decode reads a JSON body strictly: unknown fields and trailing data are errors, as the
+// OpenAPI schemas say (additionalProperties: false).
+func decode(w http.ResponseWriter, req *http.Request, into any, limit int64) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, limit))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		if errors.Is(err, io.EOF) {
+			return errors.New("body: empty; a JSON object is required")
+		}
+		return fmt.Errorf("body: %w", err)
+	}
+	if dec.More() {
+		return errors.New("body: more than one JSON value")
+	}
+	return nil
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

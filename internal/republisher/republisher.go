@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -361,6 +362,8 @@ func (r *Republisher) settle(ctx context.Context, h *held, reason string) error 
 	defer cancel()
 	if err := r.producer.Produce(pctx, r.opts.DeadLetterTopic, rec.Key, rec.Value, headers); err != nil {
 		r.m.produceErrors.Inc()
+		slog.Warn("dead-letter write failed; keeping the record and retrying", "topic", rec.Topic, "partition", rec.Partition,
+			"offset", rec.Offset, "deliveryCount", rec.DeliveryCount, "reason", reason, "deadLetterTopic", r.opts.DeadLetterTopic, "error", err)
 		now := time.Now()
 		r.mu.Lock()
 		h.deadReason, h.retrying = reason, false

@@ -14,6 +14,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -118,6 +120,15 @@ func (p *PodInjector) sidecarFor(ctx context.Context, ns, queue string) (*corev1
 	}
 	if route.Status.TopicName == "" {
 		return warn("DeadLetterRoute %s has no topic yet", route.Name)
+	}
+	if c := meta.FindStatusCondition(route.Status.Conditions, kqv1.ConditionRouteActive); c == nil || c.Status != metav1.ConditionTrue {
+		// Above all: the group must hold the reserved attempt, or the sidecar's idea of the
+		// last attempt would not match the brokers'.
+		why := "it has not been reconciled"
+		if c != nil {
+			why = c.Reason + ": " + c.Message
+		}
+		return warn("DeadLetterRoute %s is not active (%s)", route.Name, why)
 	}
 	var kc kqv1.KafkaCluster
 	if err := p.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: sq.Spec.ClusterRef.Name}, &kc); err != nil {

@@ -131,7 +131,9 @@ func TestInjectsTheRepublisherIntoAnnotatedPods(t *testing.T) {
 		}
 	}
 	// No controller runs here: give the route the status the DeadLetterRoute controller would.
-	route.Status = kqv1.DeadLetterRouteStatus{EffectiveMode: kqv1.DeadLetterModeRepublisher, TopicName: "dlq.orders-v1", QueueName: "orders"}
+	route.Status = kqv1.DeadLetterRouteStatus{EffectiveMode: kqv1.DeadLetterModeRepublisher, TopicName: "dlq.orders-v1", QueueName: "orders",
+		Conditions: []metav1.Condition{{Type: kqv1.ConditionRouteActive, Status: metav1.ConditionFalse, Reason: kqv1.ReasonDeliveryLimitNotReserved,
+			Message: "limit 4, want 5", LastTransitionTime: metav1.Now()}}}
 	if err := c.Status().Update(ctx, route); err != nil {
 		t.Fatal(err)
 	}
@@ -148,8 +150,28 @@ func TestInjectsTheRepublisherIntoAnnotatedPods(t *testing.T) {
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:1"}}}}
 	}
 
+	// A route that is not active (the group lacks the reserved attempt) gets no sidecar.
+	p := pod("shop", "early", map[string]string{kqv1.QueueAnnotation: "orders"})
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if w := strings.Join(warn.take(), "\n"); len(p.Spec.InitContainers) != 0 || !strings.Contains(w, "DeliveryLimitNotReserved") {
+		t.Errorf("inactive route: init containers %+v, warning %q", p.Spec.InitContainers, w)
+	}
+	route.Status.Conditions[0].Status, route.Status.Conditions[0].Reason = metav1.ConditionTrue, kqv1.ReasonRepublisher
+	if err := c.Status().Update(ctx, route); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() string {
+		var r kqv1.DeadLetterRoute
+		if err := cache.Get(ctx, client.ObjectKeyFromObject(route), &r); err != nil || len(r.Status.Conditions) == 0 || r.Status.Conditions[0].Status != metav1.ConditionTrue {
+			return "cache has not seen the active route"
+		}
+		return ""
+	})
+
 	// Annotated, in the queue's namespace: the sidecar is injected.
-	p := pod("shop", "worker", map[string]string{kqv1.QueueAnnotation: "orders"})
+	p = pod("shop", "worker", map[string]string{kqv1.QueueAnnotation: "orders"})
 	if err := c.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
