@@ -4,7 +4,7 @@ SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
 
 KAFKA_VERSION ?= 4.4.0
-GO_TEST_FLAGS ?= -count=1 -timeout 45m
+GO_TEST_FLAGS ?= -p 1 -count=1 -timeout 45m
 IMG ?= ghcr.io/kafkaqueues/kafka-queue-operator:0.1.0
 CONTROLLER_GEN := go tool controller-gen
 

@@ -30,11 +30,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
@@ -58,6 +60,7 @@ func main() {
 	profile := flag.String("profile", "", "directory to write the manager's CPU profile (first 60s of the run) and heap profile (when all are Ready) to, per N and path")
 	extra := flag.String("manager-args", "", "extra manager flags, space-separated (e.g. --sharequeue-concurrency=64)")
 	flag.Parse()
+	ctrl.SetLogger(logr.Discard()) // the harness's clients log nothing; the manager logs to its own file
 
 	bin := filepath.Join(os.TempDir(), fmt.Sprintf("kqo-bench-manager-%d", os.Getpid()))
 	build := exec.Command("go", "build", "-o", bin, "./cmd/manager")

@@ -116,8 +116,12 @@ type Republisher struct {
 	free     chan struct{} // signalled when a member becomes free
 	mu       sync.Mutex
 	held     map[string]*held
-	closed   bool
-	m        metrics
+	// firstSeen is when this process first acquired each source record (topic/partition/
+	// offset), kept across redeliveries until the record is settled here; entries of records
+	// that went elsewhere are pruned after firstSeenTTL.
+	firstSeen map[string]time.Time
+	closed    bool
+	m         metrics
 }
 
 // New connects the members and the producer. It does not wait for the brokers.
@@ -137,7 +141,7 @@ func New(cfg kafka.Config, opts Options) (*Republisher, error) {
 	if opts.MaxRecords <= 0 {
 		opts.MaxRecords = 100
 	}
-	r := &Republisher{opts: opts, free: make(chan struct{}, opts.Members), held: map[string]*held{}, m: newMetrics(opts.Registerer)}
+	r := &Republisher{opts: opts, free: make(chan struct{}, opts.Members), held: map[string]*held{}, firstSeen: map[string]time.Time{}, m: newMetrics(opts.Registerer)}
 	p, err := kafka.NewProducer(cfg)
 	if err != nil {
 		return nil, err
@@ -186,15 +190,16 @@ func (r *Republisher) Receive(ctx context.Context, max int, wait time.Duration) 
 	recs = fresh
 	now := time.Now()
 	var out []Delivery
-	var dead []*kafka.ShareRecord
+	var dead []*held
 	r.mu.Lock()
 	for _, rec := range recs {
 		r.m.received.Inc()
+		seen := r.firstSeenLocked(rec, now)
 		if rec.DeliveryCount > r.opts.MaxDeliveryAttempts {
-			dead = append(dead, rec)
+			dead = append(dead, &held{id: deliveryID(rec), rec: rec, mem: mem, firstSeen: seen, brokerDeadline: rec.LockDeadline, lockFor: rec.LockDeadline.Sub(now)})
 			continue
 		}
-		h := &held{id: deliveryID(rec), rec: rec, mem: mem, firstSeen: now, lease: now.Add(r.opts.Lease), brokerDeadline: rec.LockDeadline, lockFor: rec.LockDeadline.Sub(now)}
+		h := &held{id: deliveryID(rec), rec: rec, mem: mem, firstSeen: seen, lease: now.Add(r.opts.Lease), brokerDeadline: rec.LockDeadline, lockFor: rec.LockDeadline.Sub(now)}
 		r.held[h.id] = h
 		mem.held++
 		out = append(out, Delivery{ID: h.id, Record: rec, LeaseExpires: h.lease, DeliveryCount: rec.DeliveryCount})
@@ -202,8 +207,8 @@ func (r *Republisher) Receive(ctx context.Context, max int, wait time.Duration) 
 	mem.held += len(dead) // dead-lettered below, each settles once
 	r.m.heldRecords.Set(float64(len(r.held)))
 	r.mu.Unlock()
-	for _, rec := range dead {
-		_ = r.settle(ctx, &held{id: deliveryID(rec), rec: rec, mem: mem, firstSeen: now, brokerDeadline: rec.LockDeadline, lockFor: rec.LockDeadline.Sub(now)}, ReasonOverAttempted)
+	for _, h := range dead {
+		_ = r.settle(ctx, h, ReasonOverAttempted)
 	}
 	if len(recs) == 0 {
 		r.releaseMember(mem)
@@ -237,6 +242,7 @@ func (r *Republisher) Ack(ctx context.Context, id string, t kafka.AckType) error
 	switch t {
 	case kafka.AckAccept:
 		r.m.acks.WithLabelValues("accept").Inc()
+		r.forget(h.rec)
 		h.rec.Ack(kafka.AckAccept)
 		r.done(h.mem)
 	case kafka.AckReject:
@@ -277,6 +283,11 @@ func (r *Republisher) Sweep(ctx context.Context) {
 		margin := min(h.lockFor/2, 5*time.Second)
 		if !h.brokerDeadline.IsZero() && h.lease.After(h.brokerDeadline) && now.After(h.brokerDeadline.Add(-margin)) {
 			r.renewLocked(h, now)
+		}
+	}
+	for k, t := range r.firstSeen {
+		if now.Sub(t) > firstSeenTTL {
+			delete(r.firstSeen, k)
 		}
 	}
 	r.m.heldRecords.Set(float64(len(r.held)))
@@ -376,6 +387,7 @@ func (r *Republisher) settle(ctx context.Context, h *held, reason string) error 
 		return fmt.Errorf("republisher: dead-lettering %s/%d@%d to %s: %w (kept; the write is retried)", rec.Topic, rec.Partition, rec.Offset, r.opts.DeadLetterTopic, err)
 	}
 	r.m.deadLettered.WithLabelValues(reason).Inc()
+	r.forget(rec)
 	r.mu.Lock()
 	if r.held[h.id] == h {
 		delete(r.held, h.id)
@@ -477,6 +489,30 @@ func (r *Republisher) closeClients() {
 	if r.producer != nil {
 		r.producer.Close()
 	}
+}
+
+// firstSeenTTL bounds how long a released record's first-seen time is remembered.
+const firstSeenTTL = time.Hour
+
+func sourceKey(rec *kafka.ShareRecord) string {
+	return fmt.Sprintf("%s:%d:%d", rec.Topic, rec.Partition, rec.Offset)
+}
+
+// firstSeenLocked returns when this process first acquired rec, recording now if never.
+func (r *Republisher) firstSeenLocked(rec *kafka.ShareRecord, now time.Time) time.Time {
+	k := sourceKey(rec)
+	if t, ok := r.firstSeen[k]; ok {
+		return t
+	}
+	r.firstSeen[k] = now
+	return now
+}
+
+// forget drops a settled record's first-seen time.
+func (r *Republisher) forget(rec *kafka.ShareRecord) {
+	r.mu.Lock()
+	delete(r.firstSeen, sourceKey(rec))
+	r.mu.Unlock()
 }
 
 // deliveryID names one delivery attempt of one record.

@@ -309,6 +309,14 @@ func TestRepublisherAppLoopLosesNothing(t *testing.T) {
 	checkNothingLost(t, s, a, dl.byValue(), false)
 	for v, rs := range dl.byValue() {
 		c := classOf(v)
+		// kqo.first.seen is the first acquisition, not the last: records dead-lettered on
+		// their third attempt were first seen at least two leases (2s each) earlier.
+		if c == classAbandon {
+			first, err := time.Parse(time.RFC3339Nano, header(rs[0], republisher.HeaderFirstSeen))
+			if err != nil || rs[0].Timestamp.Sub(first) < 4*time.Second {
+				t.Errorf("%s: first seen %s, dead-lettered %s: want the first of its three attempts", v, header(rs[0], republisher.HeaderFirstSeen), rs[0].Timestamp)
+			}
+		}
 		if want := map[int]string{classReject: "1", classRelease: strconv.Itoa(maxAttempts), classAbandon: strconv.Itoa(maxAttempts)}[c]; header(rs[0], republisher.HeaderDeliveryCount) != want {
 			t.Errorf("%s (class %d): delivery count %s, want %s", v, c, header(rs[0], republisher.HeaderDeliveryCount), want)
 		}
