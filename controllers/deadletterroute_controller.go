@@ -171,6 +171,11 @@ func (r *DeadLetterRouteReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if transient != nil {
 		return ctrl.Result{}, transient
 	}
+	if routeCond.Reason == kqv1.ReasonDeliveryLimitNotReserved {
+		// The queue's reconciler raises the limit once it sees this route's mode, and the
+		// brokers' reads trail their writes: look again soon rather than at the next resync.
+		return ctrl.Result{RequeueAfter: min(r.ResyncInterval, 15*time.Second)}, nil
+	}
 	return ctrl.Result{RequeueAfter: r.ResyncInterval}, nil
 }
 
