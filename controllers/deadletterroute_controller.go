@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -179,22 +180,30 @@ func (r *DeadLetterRouteReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	return ctrl.Result{RequeueAfter: r.ResyncInterval}, nil
 }
 
-// observe reads the dead-letter topic, its configs and the group's configs, concurrently
-// batched with other reconciles by the pooled client.
+// observe reads the dead-letter topic, its configs and the group's configs; the two requests
+// run concurrently (and, with batching, join other reconciles' requests).
 func (r *DeadLetterRouteReconciler) observe(ctx context.Context, cl *kafka.Client, topicName string, obs *routeObservation) error {
-	topics, err := cl.DescribeTopics(ctx, topicName)
-	if err != nil {
+	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: obs.GroupID}
+	topicKey := kafka.ResourceKey{Type: kafka.TopicResource, Name: topicName}
+	var (
+		wg               sync.WaitGroup
+		topics           map[string]kafka.Topic
+		cfgs             map[kafka.ResourceKey]kafka.ResourceConfigs
+		topicErr, cfgErr error
+	)
+	wg.Add(2)
+	go func() { defer wg.Done(); topics, topicErr = cl.DescribeTopics(ctx, topicName) }()
+	go func() {
+		defer wg.Done()
+		cfgs, cfgErr = cl.DescribeConfigs(ctx, []kafka.ResourceKey{groupKey, topicKey})
+	}()
+	wg.Wait()
+	if err := errors.Join(topicErr, cfgErr); err != nil {
 		return err
 	}
 	obs.Topic = topics[topicName]
 	if obs.Topic.Err != nil && !kafka.IsNotFound(obs.Topic.Err) {
 		return obs.Topic.Err
-	}
-	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: obs.GroupID}
-	topicKey := kafka.ResourceKey{Type: kafka.TopicResource, Name: topicName}
-	cfgs, err := cl.DescribeConfigs(ctx, []kafka.ResourceKey{groupKey, topicKey})
-	if err != nil {
-		return err
 	}
 	if rc := cfgs[groupKey]; rc.Err == nil {
 		obs.GroupConfigs = rc.Configs
@@ -202,11 +211,11 @@ func (r *DeadLetterRouteReconciler) observe(ctx context.Context, cl *kafka.Clien
 		return rc.Err
 	}
 	if obs.Topic.Err == nil {
-		if rc := cfgs[topicKey]; rc.Err != nil {
-			return rc.Err
-		} else {
-			obs.TopicConfigs = rc.Configs
+		rc := cfgs[topicKey]
+		if rc.Err != nil {
+			return rc.Err // created between the two reads: look again
 		}
+		obs.TopicConfigs = rc.Configs
 	}
 	return nil
 }
@@ -214,65 +223,26 @@ func (r *DeadLetterRouteReconciler) observe(ctx context.Context, cl *kafka.Clien
 // apply sends the plan's writes concurrently and splits the outcome into the topic's and the
 // group's non-retriable errors and a retriable one.
 func (r *DeadLetterRouteReconciler) apply(ctx context.Context, cl *kafka.Client, dlr *kqv1.DeadLetterRoute, plan *routePlan, groupID string) (topicErr, groupErr, transient error) {
-	classify := func(err error, target *error) {
-		if err == nil {
-			return
-		}
-		if kafka.IsRetriable(err) || kafka.IsAlreadyExists(err) {
+	out := sendWrites(ctx, cl, topicWrites{Topic: plan.TopicName, Create: plan.CreateTopic, GrowTo: plan.GrowPartitionsTo,
+		TopicConfigs: plan.TopicConfigs, Group: groupID, GroupConfigs: plan.GroupConfigs})
+	var done []string
+	settle := func(asked bool, err error, target *error, what func() string) {
+		switch {
+		case !asked:
+		case err == nil:
+			done = append(done, what())
+		case kafka.IsRetriable(err) || kafka.IsAlreadyExists(err):
 			transient = errors.Join(transient, err)
-		} else {
+		default:
 			*target = errors.Join(*target, err)
 		}
 	}
-	var done []string
-	if t := plan.CreateTopic; t != nil {
-		res, err := cl.CreateTopics(ctx, []kafka.NewTopic{*t})
-		if err == nil {
-			err = res[t.Name].Err
-		}
-		classify(err, &topicErr)
-		if err == nil {
-			done = append(done, plan.Changes()[0])
-		}
-	}
-	if plan.GrowPartitionsTo > 0 {
-		res, err := cl.GrowPartitions(ctx, map[string]int32{plan.TopicName: plan.GrowPartitionsTo})
-		if err == nil {
-			err = res[plan.TopicName]
-		}
-		classify(err, &topicErr)
-		if err == nil {
-			done = append(done, fmt.Sprintf("topic %s grown to %d partitions", plan.TopicName, plan.GrowPartitionsTo))
-		}
-	}
-	var alts []kafka.Alteration
-	topicKey := kafka.ResourceKey{Type: kafka.TopicResource, Name: plan.TopicName}
-	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: groupID}
-	if len(plan.TopicConfigs) > 0 {
-		alts = append(alts, kafka.Alteration{Resource: topicKey, Configs: plan.TopicConfigs})
-	}
-	if len(plan.GroupConfigs) > 0 {
-		alts = append(alts, kafka.Alteration{Resource: groupKey, Configs: plan.GroupConfigs})
-	}
-	if len(alts) > 0 {
-		res, err := cl.IncrementalAlterConfigs(ctx, alts)
-		if err != nil {
-			classify(err, &groupErr)
-		} else {
-			if len(plan.TopicConfigs) > 0 {
-				classify(res[topicKey], &topicErr)
-				if res[topicKey] == nil {
-					done = append(done, changesOf(plan.TopicConfigs, "topic "+plan.TopicName))
-				}
-			}
-			if len(plan.GroupConfigs) > 0 {
-				classify(res[groupKey], &groupErr)
-				if res[groupKey] == nil {
-					done = append(done, changesOf(plan.GroupConfigs, "group "+groupID))
-				}
-			}
-		}
-	}
+	settle(plan.CreateTopic != nil, out.CreateErr, &topicErr, func() string { return plan.Changes()[0] })
+	settle(plan.GrowPartitionsTo > 0, out.GrowErr, &topicErr, func() string {
+		return fmt.Sprintf("topic %s grown to %d partitions", plan.TopicName, plan.GrowPartitionsTo)
+	})
+	settle(len(plan.TopicConfigs) > 0, out.TopicConfigErr, &topicErr, func() string { return changesOf(plan.TopicConfigs, "topic "+plan.TopicName) })
+	settle(len(plan.GroupConfigs) > 0, out.GroupConfigErr, &groupErr, func() string { return changesOf(plan.GroupConfigs, "group "+groupID) })
 	if len(done) > 0 {
 		r.event(dlr, corev1.EventTypeNormal, "DeadLetterRouteApplied", "Apply", strings.Join(done, "; "))
 	}

@@ -302,43 +302,12 @@ type applyResult struct {
 // IncrementalAlterConfigs (topic and group together) at most, sent concurrently (none depends
 // on another's result); none when the plan is empty.
 func (r *ShareQueueReconciler) apply(ctx context.Context, cl *kafka.Client, sq *kqv1.ShareQueue, plan *queuePlan, res applyResult) applyResult {
-	topicKey := kafka.ResourceKey{Type: kafka.TopicResource, Name: plan.TopicName}
-	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: plan.GroupID}
-	var alts []kafka.Alteration
-	if len(plan.TopicConfigs) > 0 {
-		alts = append(alts, kafka.Alteration{Resource: topicKey, Configs: plan.TopicConfigs})
-	}
-	if len(plan.GroupConfigs) > 0 {
-		alts = append(alts, kafka.Alteration{Resource: groupKey, Configs: plan.GroupConfigs})
-	}
 	if t := plan.CreateTopic; t != nil && plan.RecreatesTopicID != "" {
 		r.event(sq, corev1.EventTypeWarning, "TopicDeleted", "CreateTopic",
 			fmt.Sprintf("topic %s (id %s) was deleted outside the operator; creating it again (its records are gone)", t.Name, plan.RecreatesTopicID))
 	}
-	var (
-		wg                 sync.WaitGroup
-		created            map[string]kafka.CreatedTopic
-		grown              map[string]error
-		altered            map[kafka.ResourceKey]error
-		createErr, growErr error
-		alterErr           error
-	)
-	if t := plan.CreateTopic; t != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); created, createErr = cl.CreateTopics(ctx, []kafka.NewTopic{*t}) }()
-	}
-	if plan.GrowPartitionsTo > 0 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			grown, growErr = cl.GrowPartitions(ctx, map[string]int32{plan.TopicName: plan.GrowPartitionsTo})
-		}()
-	}
-	if len(alts) > 0 {
-		wg.Add(1)
-		go func() { defer wg.Done(); altered, alterErr = cl.IncrementalAlterConfigs(ctx, alts) }()
-	}
-	wg.Wait()
+	out := sendWrites(ctx, cl, topicWrites{Topic: plan.TopicName, Create: plan.CreateTopic, GrowTo: plan.GrowPartitionsTo,
+		TopicConfigs: plan.TopicConfigs, Group: plan.GroupID, GroupConfigs: plan.GroupConfigs})
 
 	// One Normal event per reconcile lists every Kafka change made (its reason is the first
 	// change's kind), so a new queue costs one Event write rather than one per change.
@@ -360,57 +329,42 @@ func (r *ShareQueueReconciler) apply(ctx context.Context, cl *kafka.Client, sq *
 			*target = err
 		}
 	}
-	if t := plan.CreateTopic; t != nil {
-		if createErr != nil {
-			classify(createErr, &res.topicErr)
-		} else if ct := created[t.Name]; ct.Err != nil {
-			if kafka.IsAlreadyExists(ct.Err) {
-				// The metadata we planned from lagged behind a topic that now exists: observe
-				// again rather than report a rejection. The broker says this attempt did not
-				// create it, so the creation intent no longer claims it.
-				res.transient = errors.Join(res.transient, ct.Err)
-				res.createRefused = true
-			} else {
-				classify(ct.Err, &res.topicErr)
-			}
-		} else {
+	if plan.CreateTopic != nil {
+		switch err := out.CreateErr; {
+		case err == nil:
+			ct := out.Created
 			res.topicID, res.topicCreated, res.partitions, res.rf = ct.ID, true, ct.Partitions, ct.ReplicationFactor
 			applied("TopicCreated", plan.Changes()[0])
+		case kafka.IsAlreadyExists(err):
+			// The metadata we planned from lagged behind a topic that now exists: observe
+			// again rather than report a rejection. The broker says this attempt did not
+			// create it, so the creation intent no longer claims it.
+			res.transient = errors.Join(res.transient, err)
+			res.createRefused = true
+		default:
+			classify(err, &res.topicErr)
 		}
 	}
 	if plan.GrowPartitionsTo > 0 {
-		err := growErr
-		if err == nil {
-			err = grown[plan.TopicName]
-		}
-		if err != nil {
-			classify(err, &res.topicErr)
+		if out.GrowErr != nil {
+			classify(out.GrowErr, &res.topicErr)
 		} else {
 			res.partitions = plan.GrowPartitionsTo
 			applied("PartitionsGrown", fmt.Sprintf("topic %s grown to %d partitions", plan.TopicName, plan.GrowPartitionsTo))
 		}
 	}
-	if len(alts) > 0 {
-		if alterErr != nil {
-			classify(alterErr, &res.groupErr)
-			if len(plan.TopicConfigs) > 0 {
-				classify(alterErr, &res.topicErr)
-			}
+	if len(plan.TopicConfigs) > 0 {
+		if out.TopicConfigErr != nil {
+			classify(out.TopicConfigErr, &res.topicErr)
 		} else {
-			if len(plan.TopicConfigs) > 0 {
-				if e := altered[topicKey]; e != nil {
-					classify(e, &res.topicErr)
-				} else {
-					applied("TopicConfigUpdated", changesOf(plan.TopicConfigs, "topic "+plan.TopicName))
-				}
-			}
-			if len(plan.GroupConfigs) > 0 {
-				if e := altered[groupKey]; e != nil {
-					classify(e, &res.groupErr)
-				} else {
-					applied("GroupConfigUpdated", changesOf(plan.GroupConfigs, "group "+plan.GroupID))
-				}
-			}
+			applied("TopicConfigUpdated", changesOf(plan.TopicConfigs, "topic "+plan.TopicName))
+		}
+	}
+	if len(plan.GroupConfigs) > 0 {
+		if out.GroupConfigErr != nil {
+			classify(out.GroupConfigErr, &res.groupErr)
+		} else {
+			applied("GroupConfigUpdated", changesOf(plan.GroupConfigs, "group "+plan.GroupID))
 		}
 	}
 	if len(done) > 0 {

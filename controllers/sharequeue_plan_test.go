@@ -376,7 +376,7 @@ func FuzzPlanQueue(f *testing.F) {
 	f.Add(int32(1), int32(9), int64(999999), int32(1), int32(50), int64(1), int64(99999), false, true)
 	f.Fuzz(func(t *testing.T, want, live int32, lockMs int64, attempts, locks int32, sessMs, hbMs int64, clamp, exists bool) {
 		if want < 1 || want > 100000 || live < 1 || live > 100000 || lockMs < 0 || sessMs < 0 || hbMs < 0 {
-			t.Skip()
+			return // outside what the CRD admits: not a spec the plan can be given
 		}
 		sq := queue(func(sq *kqv1.ShareQueue) {
 			sq.Spec.Topic.Partitions = want

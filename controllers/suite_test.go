@@ -128,21 +128,10 @@ func (r *testRig) stop() {
 	r.kafka.Stop()
 }
 
-// eventually polls cond until it returns "" or the timeout passes, then fails with its last
-// complaint.
+// eventually polls cond until it returns "" or the timeout passes (rig.Eventually).
 func eventually(t *testing.T, timeout time.Duration, cond func() string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for {
-		if last = cond(); last == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", timeout, last)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	rig.Eventually(t, timeout, cond)
 }
 
 func ctxFor(t *testing.T) context.Context {

@@ -15,10 +15,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"strconv"
@@ -114,6 +112,7 @@ func run(n, batch, members int) error {
 		defer rp.Shutdown(context.Background())
 		srv := httptest.NewServer(rp.Handler())
 		defer srv.Close()
+		app := &republisher.Client{BaseURL: srv.URL}
 		// One application worker per member, as an app would run its receive loops.
 		var done atomic.Int64
 		start := time.Now()
@@ -125,8 +124,8 @@ func run(n, batch, members int) error {
 						errc <- fmt.Errorf("%s: only %d of %d records after 10m", topic, done.Load(), n)
 						return
 					}
-					var got republisher.ReceiveResponse
-					if err := post(srv.URL+"/v1/receive", republisher.ReceiveRequest{MaxRecords: batch, WaitMs: 500}, &got); err != nil {
+					got, err := app.Receive(ctx, republisher.ReceiveRequest{MaxRecords: batch, WaitMs: 500})
+					if err != nil {
 						errc <- err
 						return
 					}
@@ -137,8 +136,8 @@ func run(n, batch, members int) error {
 					for _, r := range got.Records {
 						req.Acks = append(req.Acks, republisher.Ack{ID: r.ID, Type: ackType})
 					}
-					var res republisher.AckResponse
-					if err := post(srv.URL+"/v1/ack", req, &res); err != nil {
+					res, err := app.Ack(ctx, req)
+					if err != nil {
 						errc <- err
 						return
 					}
@@ -175,17 +174,4 @@ func run(n, batch, members int) error {
 	fmt.Printf("%-52s %10s %12.0f %8.2f\n", "republisher: receive + accept over HTTP", acc.Round(time.Millisecond), rate(acc), rate(acc)/rate(base))
 	fmt.Printf("%-52s %10s %12.0f %8.2f\n", "republisher: receive + reject → dead-letter write", dead.Round(time.Millisecond), rate(dead), rate(dead)/rate(base))
 	return nil
-}
-
-func post(url string, in, out any) error {
-	b, _ := json.Marshal(in)
-	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	return json.NewDecoder(resp.Body).Decode(out)
 }

@@ -216,18 +216,8 @@ func TestTopicAndGroupConfigRoundTrip(t *testing.T) {
 	}
 }
 
-// eventually polls cond for up to 10s until it returns "".
+// eventually polls cond for up to 10s until it returns "" (rig.Eventually).
 func eventually(t *testing.T, cond func() string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(msg)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	rig.Eventually(t, 10*time.Second, cond)
 }

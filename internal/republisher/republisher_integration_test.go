@@ -1,9 +1,7 @@
 package republisher_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -149,23 +147,11 @@ type app struct {
 	accepted map[string]int
 }
 
-func post(url string, in, out any) error {
-	b, _ := json.Marshal(in)
-	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	return json.NewDecoder(resp.Body).Decode(out)
-}
-
 // step receives one batch and acks it by class; abandoned records are left to lapse.
 func (a *app) step(base string) error {
-	var got republisher.ReceiveResponse
-	if err := post(base+"/v1/receive", republisher.ReceiveRequest{MaxRecords: 20, WaitMs: 1000}, &got); err != nil {
+	c := &republisher.Client{BaseURL: base}
+	got, err := c.Receive(context.Background(), republisher.ReceiveRequest{MaxRecords: 20, WaitMs: 1000})
+	if err != nil {
 		return err
 	}
 	var acks []republisher.Ack
@@ -185,8 +171,8 @@ func (a *app) step(base string) error {
 	if len(acks) == 0 {
 		return nil
 	}
-	var res republisher.AckResponse
-	if err := post(base+"/v1/ack", republisher.AckRequest{Acks: acks}, &res); err != nil {
+	res, err := c.Ack(context.Background(), republisher.AckRequest{Acks: acks})
+	if err != nil {
 		return err
 	}
 	a.mu.Lock()
@@ -384,7 +370,7 @@ func TestRepublisherKilledMidRunLosesNothing(t *testing.T) {
 	// Hold one more batch unacknowledged, then SIGKILL: no graceful release.
 	var held republisher.ReceiveResponse
 	for i := 0; i < 20 && len(held.Records) == 0; i++ {
-		_ = post(base+"/v1/receive", republisher.ReceiveRequest{MaxRecords: 20, WaitMs: 1000}, &held)
+		held, _ = (&republisher.Client{BaseURL: base}).Receive(ctx, republisher.ReceiveRequest{MaxRecords: 20, WaitMs: 1000})
 	}
 	if len(held.Records) == 0 {
 		t.Fatal("could not get a batch to hold before the kill")
@@ -436,17 +422,7 @@ func TestRepublisherRenewsTheBrokersLock(t *testing.T) {
 	go rp.Run(rctx)
 	defer rp.Shutdown(context.Background())
 
-	var first []republisher.Delivery
-	deadline := time.Now().Add(60 * time.Second)
-	for len(first) == 0 && time.Now().Before(deadline) {
-		if first, err = rp.Receive(ctx, 1, 2*time.Second); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if len(first) != 1 {
-		t.Fatal("no record received")
-	}
-	held := first[0]
+	held := receiveOne(t, rp)
 	if time.Until(held.Record.LockDeadline) > 16*time.Second {
 		t.Fatalf("brokers' lock ends in %s; the test needs the 15s lock", time.Until(held.Record.LockDeadline))
 	}
@@ -497,16 +473,7 @@ func TestRepublisherKeepsRecordsWhileTheDeadLetterTopicIsUnwritable(t *testing.T
 	go rp.Run(rctx)
 	defer rp.Shutdown(context.Background())
 
-	var ds []republisher.Delivery
-	for deadline := time.Now().Add(60 * time.Second); len(ds) == 0 && time.Now().Before(deadline); {
-		if ds, err = rp.Receive(ctx, 1, 2*time.Second); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if len(ds) != 1 {
-		t.Fatal("no record received")
-	}
-	rejected := ds[0]
+	rejected := receiveOne(t, rp)
 	if err := rp.Ack(ctx, rejected.ID, kafka.AckReject); err == nil || !strings.Contains(err.Error(), "retried") {
 		t.Fatalf("reject with an unwritable dead-letter topic: %v, want an error saying the write is retried", err)
 	}
@@ -549,4 +516,58 @@ func TestRepublisherKeepsRecordsWhileTheDeadLetterTopicIsUnwritable(t *testing.T
 			t.Fatal("no further record after the dead-letter write succeeded")
 		}
 	}
+}
+
+// receiveOne receives a single record within a minute.
+func receiveOne(t *testing.T, rp *republisher.Republisher) republisher.Delivery {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
+		ds, err := rp.Receive(context.Background(), 1, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) == 1 {
+			return ds[0]
+		}
+	}
+	t.Fatal("no record received within 60s")
+	return republisher.Delivery{}
+}
+
+// Stopping while a dead-letter write is still failing makes one last write instead of
+// releasing the record (a release on the reserved attempt would let the brokers archive it).
+func TestRepublisherShutdownWritesPendingDeadLetters(t *testing.T) {
+	s := newSetup(t, "stopping")
+	ctx := context.Background()
+	missing := "stopping.later-dlq"
+	rp, err := republisher.New(kafka.Config{BootstrapServers: s.bootstrapServer}, republisher.Options{
+		Topic: s.topic, Group: s.group, DeadLetterTopic: missing, MaxDeliveryAttempts: maxAttempts, Members: 1, MaxRecords: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No Run: nothing retries in the background, so only Shutdown can write it.
+	rejected := receiveOne(t, rp)
+	if err := rp.Ack(ctx, rejected.ID, kafka.AckReject); err == nil {
+		t.Fatal("reject with a missing dead-letter topic succeeded")
+	}
+	res, err := s.admin.CreateTopics(ctx, []kafka.NewTopic{{Name: missing, Partitions: 1, ReplicationFactor: 1}})
+	if err != nil || res[missing].Err != nil {
+		t.Fatalf("creating %s: %v %v", missing, err, res[missing].Err)
+	}
+	rp.Shutdown(ctx)
+	var dl deadLetters
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	dl.follow(fctx, t, s.bootstrapServer, missing)
+	rig.Eventually(t, 60*time.Second, func() string {
+		rs := dl.byValue()[string(rejected.Record.Value)]
+		if len(rs) == 0 {
+			return "the record pending its dead-letter write at shutdown is not in " + missing
+		}
+		if header(rs[0], republisher.HeaderReason) != republisher.ReasonRejected {
+			return fmt.Sprintf("reason %q", header(rs[0], republisher.HeaderReason))
+		}
+		return ""
+	})
 }

@@ -53,17 +53,7 @@ func (w *warnings) take() []string {
 
 func eventually(t *testing.T, timeout time.Duration, cond func() string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(msg)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	rig.Eventually(t, timeout, cond)
 }
 
 func scheme() *runtime.Scheme {

@@ -229,17 +229,7 @@ func names(qs []kqv1.ShareQueue) []string {
 
 func waitFor(t *testing.T, timeout time.Duration, cond func() string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", timeout, msg)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	rig.Eventually(t, timeout, cond)
 }
 
 func tail(s string, n int) string {
