@@ -179,9 +179,10 @@ func (r *Republisher) Receive(ctx context.Context, max int, wait time.Duration) 
 	}
 	// A record whose lock ran out while it waited inside the client (fetched after an earlier
 	// receive gave up) is no longer ours: give it back rather than hand out a stale attempt.
+	// Not on the reserved attempt, where a release archives it: that one is dead-lettered.
 	fresh := recs[:0]
 	for _, rec := range recs {
-		if !rec.LockDeadline.IsZero() && time.Until(rec.LockDeadline) < time.Second {
+		if rec.DeliveryCount <= r.opts.MaxDeliveryAttempts && !rec.LockDeadline.IsZero() && time.Until(rec.LockDeadline) < time.Second {
 			rec.Ack(kafka.AckRelease)
 			continue
 		}
@@ -271,7 +272,7 @@ func (r *Republisher) Sweep(ctx context.Context) {
 	var retry []*held
 	r.mu.Lock()
 	for id, h := range r.held {
-		if now.After(h.lease) {
+		if h.deadReason == "" && now.After(h.lease) {
 			delete(r.held, id)
 			lapsed = append(lapsed, h)
 			continue
@@ -297,12 +298,6 @@ func (r *Republisher) Sweep(ctx context.Context) {
 	}
 	for _, h := range lapsed {
 		r.m.acks.WithLabelValues("lease-expired").Inc()
-		if h.deadReason != "" {
-			// The dead-letter topic stayed unwritable for the whole hold: give the record back.
-			h.rec.Ack(kafka.AckRelease)
-			r.done(h.mem)
-			continue
-		}
 		if h.rec.DeliveryCount >= r.opts.MaxDeliveryAttempts {
 			_ = r.settle(ctx, h, ReasonLeaseExpired)
 			continue
@@ -341,12 +336,27 @@ func (r *Republisher) Run(ctx context.Context) {
 func (r *Republisher) Shutdown(ctx context.Context) {
 	r.mu.Lock()
 	r.closed = true
+	var pending []*held
 	for id, h := range r.held {
-		h.rec.Ack(kafka.AckRelease)
 		delete(r.held, id)
+		if h.deadReason != "" {
+			// Any ending other than accept archives a record on the reserved attempt, and a
+			// release here would only spend an attempt: make one last dead-letter write.
+			pending = append(pending, h)
+			continue
+		}
+		h.rec.Ack(kafka.AckRelease) // below the brokers' limit: delivered again
 	}
 	r.m.heldRecords.Set(0)
 	r.mu.Unlock()
+	for _, h := range pending {
+		reason := h.deadReason
+		h.deadReason = ""
+		if err := r.settle(ctx, h, reason); err != nil {
+			slog.Error("stopping with a record whose dead-letter write still fails; the brokers may archive it without a copy",
+				"topic", h.rec.Topic, "partition", h.rec.Partition, "offset", h.rec.Offset, "deliveryCount", h.rec.DeliveryCount, "error", err)
+		}
+	}
 	for _, m := range r.members {
 		_ = m.m.Flush(ctx)
 	}
@@ -378,7 +388,7 @@ func (r *Republisher) settle(ctx context.Context, h *held, reason string) error 
 		now := time.Now()
 		r.mu.Lock()
 		h.deadReason, h.retrying = reason, false
-		h.lease = now.Add(deadLetterRetryHold) // keep the brokers' lock while retrying
+		h.lease = now.Add(100 * 365 * 24 * time.Hour) // no lapse: the lock is renewed until the write succeeds
 		if !r.closed {
 			r.held[h.id] = h
 			r.m.heldRecords.Set(float64(len(r.held)))
@@ -398,11 +408,6 @@ func (r *Republisher) settle(ctx context.Context, h *held, reason string) error 
 	r.done(h.mem)
 	return nil
 }
-
-// deadLetterRetryHold is how long a record whose dead-letter write failed is kept (lock
-// renewed) while the write is retried; after that it is released for the brokers to deliver
-// again (to this or another sidecar, which dead-letters it on arrival).
-const deadLetterRetryHold = time.Hour
 
 // takeMember returns a member whose last batch is fully acknowledged, waiting for one until
 // ctx ends (nil, nil).
