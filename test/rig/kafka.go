@@ -1,9 +1,11 @@
 package rig
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -50,6 +52,9 @@ type KafkaOptions struct {
 	TLS *TLSMaterial
 	// Log receives progress lines (default: discarded).
 	Log func(format string, args ...any)
+	// StartTimeout bounds one attempt at bringing every broker into the metadata (default
+	// 2m); see StartKafka.
+	StartTimeout time.Duration
 }
 
 // Node is one running KRaft node.
@@ -79,8 +84,21 @@ type Kafka struct {
 	ownDir    bool
 }
 
+// errBrokersMissing marks a start whose nodes all kept running but did not all register
+// in time; StartKafka tries again with a fresh cluster.
+type errBrokersMissing struct{ err error }
+
+func (e errBrokersMissing) Error() string { return e.err.Error() }
+
+// startAttempts bounds how often StartKafka starts a fresh cluster after nodes that kept
+// running did not all register. On a loaded 2-core machine a 3-node KRaft start has been
+// seen to leave two brokers fenced for minutes while a fresh start came up in seconds.
+const startAttempts = 3
+
 // StartKafka formats storage for each node and starts the brokers, returning once every
-// broker is in the metadata.
+// broker is in the metadata. If the nodes keep running but not every broker registers within
+// a few minutes, it logs each node's warnings, stops them and starts a fresh cluster (new
+// ports, new storage), up to startAttempts times; a node that exits fails at once.
 func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
 	if opts.Version == "" {
 		opts.Version = DefaultKafkaVersion
@@ -91,10 +109,32 @@ func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
 	if opts.Log == nil {
 		opts.Log = func(string, ...any) {}
 	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = 2 * time.Minute
+	}
 	cp, err := KafkaClasspath(opts.Version)
 	if err != nil {
 		return nil, err
 	}
+	baseDir := opts.Dir
+	for attempt := 1; ; attempt++ {
+		o := opts
+		if baseDir != "" && attempt > 1 {
+			o.Dir = filepath.Join(baseDir, fmt.Sprintf("attempt-%d", attempt))
+			if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+				return nil, err
+			}
+		}
+		k, err := startKafkaOnce(ctx, o, cp)
+		var missing errBrokersMissing
+		if err == nil || !errors.As(err, &missing) || attempt == startAttempts || ctx.Err() != nil {
+			return k, err
+		}
+		opts.Log("kafka %s: starting a fresh cluster after attempt %d of %d: %v", opts.Version, attempt, startAttempts, err)
+	}
+}
+
+func startKafkaOnce(ctx context.Context, opts KafkaOptions, cp string) (*Kafka, error) {
 	k := &Kafka{Options: opts, classpath: cp}
 	if opts.Dir == "" {
 		d, err := os.MkdirTemp("", "kqo-kafka-")
@@ -224,7 +264,10 @@ func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
 			return nil, err
 		}
 	}
-	if err := k.WaitBrokers(ctx, opts.Brokers, 180*time.Second); err != nil {
+	if err := k.WaitBrokers(ctx, opts.Brokers, opts.StartTimeout); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return nil, errBrokersMissing{fmt.Errorf("%w\n%s", err, k.warnings(20))}
+		}
 		return nil, err
 	}
 	ok = true
@@ -450,6 +493,37 @@ func tail(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// warnings returns, per node, the last n WARN or ERROR lines of its server.log and its last
+// few lines of any level: what a start that did not finish leaves for diagnosis.
+func (k *Kafka) warnings(n int) string {
+	const lastLines = 5
+	var b strings.Builder
+	for _, node := range k.Nodes {
+		var warns, all []string
+		if f, err := os.Open(node.LogFile); err == nil {
+			sc := bufio.NewScanner(f)
+			sc.Buffer(make([]byte, 64*1024), 1024*1024)
+			for sc.Scan() {
+				l := sc.Text()
+				if strings.Contains(l, "] WARN ") || strings.Contains(l, "] ERROR ") {
+					warns = append(warns, l)
+				}
+				all = append(all, l)
+			}
+			f.Close()
+		}
+		fmt.Fprintf(&b, "node %d (%s): %d warning line(s)\n", node.ID, node.LogFile, len(warns))
+		for _, l := range warns[max(0, len(warns)-n):] {
+			fmt.Fprintf(&b, "  %s\n", l)
+		}
+		fmt.Fprintf(&b, " last %d line(s):\n", lastLines)
+		for _, l := range all[max(0, len(all)-lastLines):] {
+			fmt.Fprintf(&b, "  %s\n", l)
+		}
+	}
+	return b.String()
 }
 
 func tailFile(path string, n int) string {
