@@ -20,8 +20,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // DefaultKafkaVersion is the Kafka release the rig runs unless told otherwise.
@@ -402,44 +402,74 @@ func (k *Kafka) Stop() {
 	}
 }
 
-// WaitBrokers waits until the metadata lists n brokers.
+// WaitBrokers waits until every running node answers a Metadata request listing n brokers,
+// so that a client may then talk to any of them. A node that exits fails the wait at once
+// with its log; on timeout the error says what each node last answered.
 func (k *Kafka) WaitBrokers(ctx context.Context, n int, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.BootstrapServers()...), kgo.DialTimeout(2*time.Second))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	var last error
+	// One client per node, asked through its seed broker only: a node whose metadata
+	// image is behind cannot hide behind another's answer.
+	clients := map[int32]*kgo.Client{}
+	defer func() {
+		for _, cl := range clients {
+			cl.Close()
+		}
+	}()
+	last := map[int32]string{}
 	for {
+		ready := true
 		for _, node := range k.Nodes {
 			node.mu.Lock()
-			done := node.done
+			running, done := node.cmd != nil, node.done
 			node.mu.Unlock()
-			if done != nil {
-				select {
-				case <-done:
-					return fmt.Errorf("kafka node %d exited; log %s:\n%s", node.ID, node.LogFile, tailFile(node.LogFile, 3000))
-				default:
+			if !running {
+				continue
+			}
+			select {
+			case <-done:
+				return fmt.Errorf("kafka node %d exited; log %s:\n%s", node.ID, node.LogFile, tailFile(node.LogFile, 3000))
+			default:
+			}
+			cl := clients[node.ID]
+			if cl == nil {
+				var err error
+				if cl, err = kgo.NewClient(kgo.SeedBrokers(fmt.Sprintf("127.0.0.1:%d", node.Port)), kgo.DialTimeout(2*time.Second)); err != nil {
+					return err
 				}
+				clients[node.ID] = cl
+			}
+			rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+			req := kmsg.NewPtrMetadataRequest()
+			req.Topics = []kmsg.MetadataRequestTopic{} // brokers only
+			resp, err := cl.SeedBrokers()[0].Request(rctx, req)
+			rcancel()
+			switch {
+			case err != nil:
+				last[node.ID], ready = err.Error(), false
+			case len(resp.(*kmsg.MetadataResponse).Brokers) != n:
+				var ids []int32
+				for _, b := range resp.(*kmsg.MetadataResponse).Brokers {
+					ids = append(ids, b.NodeID)
+				}
+				slices.Sort(ids)
+				last[node.ID], ready = fmt.Sprintf("lists brokers %v", ids), false
+			default:
+				last[node.ID] = "ok"
 			}
 		}
-		rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
-		m, err := adm.BrokerMetadata(rctx)
-		rcancel()
-		if err == nil && len(m.Brokers) == n {
+		if ready {
 			return nil
-		}
-		if err != nil {
-			last = err
-		} else {
-			last = fmt.Errorf("%d of %d brokers in metadata", len(m.Brokers), n)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for %d kafka brokers: %w (last: %v)", n, ctx.Err(), last)
+			var seen []string
+			for _, node := range k.Nodes {
+				if v, ok := last[node.ID]; ok {
+					seen = append(seen, fmt.Sprintf("node %d: %s", node.ID, v))
+				}
+			}
+			return fmt.Errorf("waiting for %d kafka brokers: %w (last answers: %s)", n, ctx.Err(), strings.Join(seen, "; "))
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
