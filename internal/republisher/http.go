@@ -103,6 +103,12 @@ func (r *Republisher) Handler() http.Handler {
 			httpError(w, http.StatusServiceUnavailable, err)
 			return
 		}
+		if req.Context().Err() != nil {
+			// The client went away during the long-poll: nobody will see these records, so
+			// keep them for the next receive instead of letting their leases lapse.
+			r.Return(ds)
+			return
+		}
 		out := ReceiveResponse{Records: make([]ReceivedRecord, 0, len(ds))}
 		for _, d := range ds {
 			rr := ReceivedRecord{ID: d.ID, Topic: d.Record.Topic, Partition: d.Record.Partition, Offset: d.Record.Offset,

@@ -105,6 +105,9 @@ type held struct {
 	// deadReason is set when a dead-letter write failed and is being retried.
 	deadReason string
 	retrying   bool
+	// parked marks a record whose receive answer never reached the application (Return):
+	// still locked by its member, it goes to the next receive as it is.
+	parked bool
 }
 
 // Republisher is the sidecar's core. Its methods are safe for concurrent use.
@@ -120,8 +123,11 @@ type Republisher struct {
 	// offset), kept across redeliveries until the record is settled here; entries of records
 	// that went elsewhere are pruned after firstSeenTTL.
 	firstSeen map[string]time.Time
-	closed    bool
-	m         metrics
+	// parked lists records given back by Return, oldest first; entries no longer held or
+	// no longer parked are skipped.
+	parked []*held
+	closed bool
+	m      metrics
 }
 
 // New connects the members and the producer. It does not wait for the brokers.
@@ -163,6 +169,9 @@ func New(cfg kafka.Config, opts Options) (*Republisher, error) {
 func (r *Republisher) Receive(ctx context.Context, max int, wait time.Duration) ([]Delivery, error) {
 	if max <= 0 || max > r.opts.MaxRecords {
 		max = r.opts.MaxRecords
+	}
+	if ds := r.takeParked(max); len(ds) > 0 {
+		return ds, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
@@ -215,6 +224,47 @@ func (r *Republisher) Receive(ctx context.Context, max int, wait time.Duration) 
 		r.releaseMember(mem)
 	}
 	return out, nil
+}
+
+// Return gives back deliveries whose receive answer never reached the application (its
+// client went away first). They stay locked by their member, their broker locks renewed,
+// and the next Receive hands them out again with a fresh lease and the same delivery count:
+// no attempt is spent on them, and a record on its last attempt is not dead-lettered for a
+// lease nobody held. One that no receive takes within a lease lapses as usual.
+func (r *Republisher) Return(ds []Delivery) {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, d := range ds {
+		h := r.held[d.ID]
+		if h == nil || h.parked || h.deadReason != "" {
+			continue
+		}
+		h.parked, h.lease = true, now.Add(r.opts.Lease)
+		r.parked = append(r.parked, h)
+		r.m.returned.Inc()
+	}
+}
+
+// takeParked hands out up to max records given back by Return.
+func (r *Republisher) takeParked(max int) []Delivery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Delivery
+	now := time.Now()
+	for len(r.parked) > 0 && len(out) < max {
+		h := r.parked[0]
+		r.parked = r.parked[1:]
+		if !h.parked || r.held[h.id] != h {
+			continue // acked, lapsed or shut down meanwhile
+		}
+		h.parked, h.lease = false, now.Add(r.opts.Lease)
+		out = append(out, Delivery{ID: h.id, Record: h.rec, LeaseExpires: h.lease, DeliveryCount: h.rec.DeliveryCount})
+	}
+	if len(r.parked) == 0 {
+		r.parked = nil
+	}
+	return out
 }
 
 // Ack acknowledges one held delivery: accept, release, reject or renew.
@@ -273,6 +323,7 @@ func (r *Republisher) Sweep(ctx context.Context) {
 	r.mu.Lock()
 	for id, h := range r.held {
 		if h.deadReason == "" && now.After(h.lease) {
+			h.parked = false
 			delete(r.held, id)
 			lapsed = append(lapsed, h)
 			continue
@@ -336,6 +387,7 @@ func (r *Republisher) Run(ctx context.Context) {
 func (r *Republisher) Shutdown(ctx context.Context) {
 	r.mu.Lock()
 	r.closed = true
+	r.parked = nil
 	var pending []*held
 	for id, h := range r.held {
 		delete(r.held, id)
@@ -531,6 +583,7 @@ type metrics struct {
 	deadLettered  *prometheus.CounterVec
 	produceErrors prometheus.Counter
 	heldRecords   prometheus.Gauge
+	returned      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
@@ -542,12 +595,14 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafkaqueues_republisher_dead_lettered_total",
 			Help: "Records written to the dead-letter topic, by reason."}, []string{"reason"}),
 		produceErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "kafkaqueues_republisher_dlq_produce_errors_total",
-			Help: "Dead-letter writes that failed (the source record was released for redelivery)."}),
+			Help: "Dead-letter writes that failed (the source record is kept, its lock renewed, and the write retried)."}),
 		heldRecords: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kafkaqueues_republisher_held_records",
 			Help: "Records handed to the application and not yet acknowledged."}),
+		returned: prometheus.NewCounter(prometheus.CounterOpts{Name: "kafkaqueues_republisher_records_returned_total",
+			Help: "Received records whose answer never reached the application (its client went away); handed to the next receive without spending an attempt."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.received, m.acks, m.deadLettered, m.produceErrors, m.heldRecords)
+		reg.MustRegister(m.received, m.acks, m.deadLettered, m.produceErrors, m.heldRecords, m.returned)
 	}
 	return m
 }

@@ -100,6 +100,27 @@ func newSetup(t *testing.T, name string) *setup {
 	return s
 }
 
+// start runs a republisher for the setup's queue (Topic, Group and DeadLetterTopic filled in
+// when empty) with its sweep loop; both stop when the test ends. ctx ends with the test too.
+func (s *setup) start(t *testing.T, opts republisher.Options) (rp *republisher.Republisher, ctx context.Context) {
+	t.Helper()
+	if opts.Topic == "" {
+		opts.Topic, opts.Group = s.topic, s.group
+	}
+	if opts.DeadLetterTopic == "" {
+		opts.DeadLetterTopic = s.dlq
+	}
+	rp, err := republisher.New(kafka.Config{BootstrapServers: s.bootstrapServer}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	t.Cleanup(func() { rp.Shutdown(context.Background()) })
+	go rp.Run(ctx)
+	return rp, ctx
+}
+
 // deadLetters reads the dead-letter topic in the background.
 type deadLetters struct {
 	mu   sync.Mutex
@@ -262,18 +283,9 @@ func checkNothingLost(t *testing.T, s *setup, a *app, dead map[string][]*kgo.Rec
 
 func TestRepublisherAppLoopLosesNothing(t *testing.T) {
 	s := newSetup(t, "work")
-	rp, err := republisher.New(kafka.Config{BootstrapServers: s.bootstrapServer}, republisher.Options{
-		Topic: s.topic, Group: s.group, DeadLetterTopic: s.dlq, MaxDeliveryAttempts: maxAttempts, Lease: 2 * time.Second, Members: 2, MaxRecords: 20,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go rp.Run(ctx)
+	rp, ctx := s.start(t, republisher.Options{MaxDeliveryAttempts: maxAttempts, Lease: 2 * time.Second, Members: 2, MaxRecords: 20})
 	srv := httptest.NewServer(rp.Handler())
 	defer srv.Close()
-	defer rp.Shutdown(context.Background())
 
 	var dl deadLetters
 	dl.follow(ctx, t, s.bootstrapServer, s.dlq)
@@ -411,16 +423,7 @@ func TestRepublisherRenewsTheBrokersLock(t *testing.T) {
 	if err != nil || alt[kafka.ResourceKey{Type: kafka.GroupResource, Name: s.group}] != nil {
 		t.Fatalf("lock duration: %v %v", err, alt)
 	}
-	rp, err := republisher.New(kafka.Config{BootstrapServers: s.bootstrapServer}, republisher.Options{
-		Topic: s.topic, Group: s.group, DeadLetterTopic: s.dlq, MaxDeliveryAttempts: maxAttempts, Lease: 40 * time.Second, Members: 2, MaxRecords: 1,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go rp.Run(rctx)
-	defer rp.Shutdown(context.Background())
+	rp, _ := s.start(t, republisher.Options{MaxDeliveryAttempts: maxAttempts, Lease: 40 * time.Second, Members: 2, MaxRecords: 1})
 
 	held := receiveOne(t, rp)
 	if time.Until(held.Record.LockDeadline) > 16*time.Second {
@@ -462,16 +465,7 @@ func TestRepublisherKeepsRecordsWhileTheDeadLetterTopicIsUnwritable(t *testing.T
 	s := newSetup(t, "nodlq")
 	ctx := context.Background()
 	missing := "nodlq.missing-dlq"
-	rp, err := republisher.New(kafka.Config{BootstrapServers: s.bootstrapServer}, republisher.Options{
-		Topic: s.topic, Group: s.group, DeadLetterTopic: missing, MaxDeliveryAttempts: maxAttempts, Lease: 30 * time.Second, Members: 1, MaxRecords: 1,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go rp.Run(rctx)
-	defer rp.Shutdown(context.Background())
+	rp, rctx := s.start(t, republisher.Options{DeadLetterTopic: missing, MaxDeliveryAttempts: maxAttempts, Lease: 30 * time.Second, Members: 1, MaxRecords: 1})
 
 	rejected := receiveOne(t, rp)
 	if err := rp.Ack(ctx, rejected.ID, kafka.AckReject); err == nil || !strings.Contains(err.Error(), "retried") {
@@ -570,4 +564,53 @@ func TestRepublisherShutdownWritesPendingDeadLetters(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// Records received for a client that went away before the answer (Return, as the HTTP
+// handler does) go to the next receive unchanged: same delivery id and count, no attempt
+// spent, and a record on its last attempt is not dead-lettered for a lease nobody held.
+func TestRepublisherReturnedRecordsKeepTheirAttempt(t *testing.T) {
+	s := newSetup(t, "gone")
+	ctx := context.Background()
+	// One attempt: every first delivery is the last one, so a lapse would dead-letter it.
+	rp, rctx := s.start(t, republisher.Options{MaxDeliveryAttempts: 1, Lease: 8 * time.Second, Members: 1, MaxRecords: 1})
+
+	first := receiveOne(t, rp)
+	rp.Return([]republisher.Delivery{first})
+	time.Sleep(5 * time.Second) // past most of the first lease; the returned record stays held
+	again, err := rp.Receive(ctx, 1, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again) != 1 || again[0].ID != first.ID || again[0].DeliveryCount != first.DeliveryCount {
+		t.Fatalf("after Return got %+v, want delivery %s again with count %d", again, first.ID, first.DeliveryCount)
+	}
+	if !again[0].LeaseExpires.After(first.LeaseExpires) {
+		t.Errorf("lease %s not renewed past the first one %s", again[0].LeaseExpires, first.LeaseExpires)
+	}
+	// Past the first lease: the record is still the application's to accept.
+	time.Sleep(time.Until(first.LeaseExpires) + 2*time.Second)
+	if err := rp.Ack(ctx, again[0].ID, kafka.AckAccept); err != nil {
+		t.Fatalf("accept of the returned record: %v", err)
+	}
+	// Not dead-lettered, and not delivered again.
+	var dl deadLetters
+	dl.follow(rctx, t, s.bootstrapServer, s.dlq)
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); {
+		ds, err := rp.Receive(ctx, 1, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			if d.Record.Partition == first.Record.Partition && d.Record.Offset == first.Record.Offset {
+				t.Fatalf("accepted record delivered again: %+v", d)
+			}
+			if err := rp.Ack(ctx, d.ID, kafka.AckAccept); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if rs := dl.byValue()[string(first.Record.Value)]; len(rs) != 0 {
+		t.Fatalf("returned record was dead-lettered: %v", rs[0].Headers)
+	}
 }
