@@ -98,16 +98,25 @@ func run(bootstrap string, opts republisher.Options, listen, metricsAddr string)
 	case <-ctx.Done():
 	case err = <-errc:
 	}
-	// Stop taking requests, then give every held record back and close.
-	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	_ = api.Shutdown(sctx)
+	// End the long-polls and stop handing out records, stop taking requests (acks in flight
+	// finish), then give every held record back and close. Each step has its own bound, so a
+	// slow one does not leave the last without time to flush the acks; together they fit a
+	// Pod's default 30s grace period.
+	within(3*time.Second, rp.Drain)
+	within(5*time.Second, func(ctx context.Context) { _ = api.Shutdown(ctx) })
 	if metrics != nil {
-		_ = metrics.Shutdown(sctx)
+		within(time.Second, func(ctx context.Context) { _ = metrics.Shutdown(ctx) })
 	}
-	rp.Shutdown(sctx)
+	within(20*time.Second, rp.Shutdown)
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
 	return err
+}
+
+// within runs f with a context that ends after d.
+func within(d time.Duration, f func(context.Context)) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	f(ctx)
 }

@@ -118,7 +118,11 @@ func (r *Republisher) Handler() http.Handler {
 			}
 			out.Records = append(out.Records, rr)
 		}
-		writeJSON(w, out)
+		if err := writeJSONFlushed(w, out); err != nil && len(ds) > 0 {
+			// The answer did not go out whole (the connection broke): as above. A client that
+			// vanishes after the kernel took the bytes is not seen here; its leases lapse.
+			r.Return(ds)
+		}
 	})
 	mux.HandleFunc("POST /v1/ack", func(w http.ResponseWriter, req *http.Request) {
 		var in AckRequest
@@ -166,6 +170,19 @@ func decode(w http.ResponseWriter, req *http.Request, into any, limit int64) err
 		return errors.New("body: more than one JSON value")
 	}
 	return nil
+}
+
+// writeJSONFlushed writes v and flushes it to the connection, returning the first error.
+func writeJSONFlushed(w http.ResponseWriter, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if _, err := w.Write(append(b, '\n')); err != nil {
+		return err
+	}
+	return http.NewResponseController(w).Flush()
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -108,6 +108,9 @@ type held struct {
 	// parked marks a record whose receive answer never reached the application (Return):
 	// still locked by its member, it goes to the next receive as it is.
 	parked bool
+	// superseded marks an entry whose record the brokers delivered again under the same id
+	// (see supersedeLocked).
+	superseded bool
 }
 
 // Republisher is the sidecar's core. Its methods are safe for concurrent use.
@@ -126,8 +129,15 @@ type Republisher struct {
 	// parked lists records given back by Return, oldest first; entries no longer held or
 	// no longer parked are skipped.
 	parked []*held
-	closed bool
-	m      metrics
+	// draining stops receives (Drain); closed follows in Shutdown.
+	draining bool
+	closed   bool
+	// pollCtx ends when Drain starts, cutting every long-poll short; receives counts the
+	// Receive calls in flight, which Drain waits for.
+	pollCtx   context.Context
+	stopPolls context.CancelFunc
+	receives  sync.WaitGroup
+	m         metrics
 }
 
 // New connects the members and the producer. It does not wait for the brokers.
@@ -148,6 +158,7 @@ func New(cfg kafka.Config, opts Options) (*Republisher, error) {
 		opts.MaxRecords = 100
 	}
 	r := &Republisher{opts: opts, free: make(chan struct{}, opts.Members), held: map[string]*held{}, firstSeen: map[string]time.Time{}, m: newMetrics(opts.Registerer)}
+	r.pollCtx, r.stopPolls = context.WithCancel(context.Background())
 	p, err := kafka.NewProducer(cfg)
 	if err != nil {
 		return nil, err
@@ -164,17 +175,30 @@ func New(cfg kafka.Config, opts Options) (*Republisher, error) {
 	return r, nil
 }
 
+// ErrShuttingDown is returned by Receive once Drain or Shutdown has begun.
+var ErrShuttingDown = errors.New("republisher: shutting down")
+
 // Receive waits up to wait for records and hands out at most max of them, each with a lease.
-// Records past the application's attempts are dead-lettered here and never handed out.
+// Records past the application's attempts are dead-lettered here and never handed out. After
+// Drain it returns ErrShuttingDown, and a poll that Drain cut short hands out nothing.
 func (r *Republisher) Receive(ctx context.Context, max int, wait time.Duration) ([]Delivery, error) {
 	if max <= 0 || max > r.opts.MaxRecords {
 		max = r.opts.MaxRecords
 	}
+	r.mu.Lock()
+	if r.draining {
+		r.mu.Unlock()
+		return nil, ErrShuttingDown
+	}
+	r.receives.Add(1)
+	r.mu.Unlock()
+	defer r.receives.Done()
 	if ds := r.takeParked(max); len(ds) > 0 {
 		return ds, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
+	defer context.AfterFunc(r.pollCtx, cancel)()
 	mem, err := r.takeMember(ctx)
 	if err != nil || mem == nil {
 		return nil, err
@@ -202,28 +226,59 @@ func (r *Republisher) Receive(ctx context.Context, max int, wait time.Duration) 
 	var out []Delivery
 	var dead []*held
 	r.mu.Lock()
+	draining := r.draining
 	for _, rec := range recs {
 		r.m.received.Inc()
 		seen := r.firstSeenLocked(rec, now)
+		id := deliveryID(rec)
+		if old := r.held[id]; old != nil {
+			r.supersedeLocked(old)
+		}
 		if rec.DeliveryCount > r.opts.MaxDeliveryAttempts {
-			dead = append(dead, &held{id: deliveryID(rec), rec: rec, mem: mem, firstSeen: seen, brokerDeadline: rec.LockDeadline, lockFor: rec.LockDeadline.Sub(now)})
+			dead = append(dead, &held{id: id, rec: rec, mem: mem, firstSeen: seen, brokerDeadline: rec.LockDeadline, lockFor: rec.LockDeadline.Sub(now)})
 			continue
 		}
-		h := &held{id: deliveryID(rec), rec: rec, mem: mem, firstSeen: seen, lease: now.Add(r.opts.Lease), brokerDeadline: rec.LockDeadline, lockFor: rec.LockDeadline.Sub(now)}
+		if draining {
+			// Shutdown began during the poll: nobody will ack it, give it back now.
+			rec.Ack(kafka.AckRelease)
+			continue
+		}
+		h := &held{id: id, rec: rec, mem: mem, firstSeen: seen, lease: now.Add(r.opts.Lease), brokerDeadline: rec.LockDeadline, lockFor: rec.LockDeadline.Sub(now)}
 		r.held[h.id] = h
 		mem.held++
 		out = append(out, Delivery{ID: h.id, Record: rec, LeaseExpires: h.lease, DeliveryCount: rec.DeliveryCount})
 	}
 	mem.held += len(dead) // dead-lettered below, each settles once
+	handed := mem.held > 0
 	r.m.heldRecords.Set(float64(len(r.held)))
+	if !handed {
+		r.kickLocked(mem) // send the releases
+	}
 	r.mu.Unlock()
 	for _, h := range dead {
 		_ = r.settle(ctx, h, ReasonOverAttempted)
 	}
-	if len(recs) == 0 {
+	if !handed {
 		r.releaseMember(mem)
 	}
+	if draining {
+		return nil, ErrShuttingDown
+	}
 	return out, nil
+}
+
+// supersedeLocked drops a held entry whose record the brokers have delivered again under the
+// same id: its acquisition ended without raising the delivery count (seen on Kafka 4.4 when a
+// broker restarts with records locked). The new copy takes the id, so an application's ack
+// of it applies to the copy the brokers now lock; the old entry's member no longer waits
+// for it. An entry whose dead-letter write is running is left to that write to finish.
+func (r *Republisher) supersedeLocked(old *held) {
+	delete(r.held, old.id)
+	old.superseded, old.parked = true, false
+	if old.deadReason != "" && old.retrying {
+		return
+	}
+	r.doneLocked(old.mem)
 }
 
 // Return gives back deliveries whose receive answer never reached the application (its
@@ -382,9 +437,28 @@ func (r *Republisher) Run(ctx context.Context) {
 	}
 }
 
-// Shutdown releases every held record (so other members get them at once), flushes the acks
+// Drain stops handing out records: receives in flight end at once (their polls are cut
+// short, and records a poll returns now are released or, past the attempts, dead-lettered),
+// and new ones get ErrShuttingDown. It waits for the receives in flight until ctx ends. Acks
+// still work. Call it before stopping the HTTP server, so long-polls do not hold that up.
+func (r *Republisher) Drain(ctx context.Context) {
+	r.mu.Lock()
+	r.draining = true
+	r.mu.Unlock()
+	r.stopPolls()
+	done := make(chan struct{})
+	go func() { r.receives.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// Shutdown drains (see Drain), releases every held record (so other members get them at
+// once), makes a last dead-letter write for records whose write is pending, flushes the acks
 // and closes the clients.
 func (r *Republisher) Shutdown(ctx context.Context) {
+	r.Drain(ctx)
 	r.mu.Lock()
 	r.closed = true
 	r.parked = nil
@@ -441,7 +515,13 @@ func (r *Republisher) settle(ctx context.Context, h *held, reason string) error 
 		r.mu.Lock()
 		h.deadReason, h.retrying = reason, false
 		h.lease = now.Add(100 * 365 * 24 * time.Hour) // no lapse: the lock is renewed until the write succeeds
-		if !r.closed {
+		switch cur := r.held[h.id]; {
+		case r.closed:
+		case h.superseded || (cur != nil && cur != h):
+			// The brokers delivered the record again (supersedeLocked): that copy is live
+			// and goes through the application again; this acquisition has nothing to keep.
+			r.doneLocked(h.mem)
+		default:
 			r.held[h.id] = h
 			r.m.heldRecords.Set(float64(len(r.held)))
 		}
@@ -466,9 +546,9 @@ func (r *Republisher) settle(ctx context.Context, h *held, reason string) error 
 func (r *Republisher) takeMember(ctx context.Context) (*member, error) {
 	for {
 		r.mu.Lock()
-		if r.closed {
+		if r.draining {
 			r.mu.Unlock()
-			return nil, errors.New("republisher: shutting down")
+			return nil, ErrShuttingDown
 		}
 		for i := range r.members {
 			m := r.members[(r.next+i)%len(r.members)]
@@ -492,20 +572,21 @@ func (r *Republisher) takeMember(ctx context.Context) (*member, error) {
 // none of its batch is left.
 func (r *Republisher) done(mem *member) {
 	r.mu.Lock()
+	r.doneLocked(mem)
+	r.mu.Unlock()
+}
+
+func (r *Republisher) doneLocked(mem *member) {
 	mem.held--
-	freed := mem.held <= 0 && mem.busy
-	if freed {
+	if mem.held <= 0 && mem.busy {
 		mem.held = 0
 		mem.busy = false
-	}
-	r.kickLocked(mem)
-	r.mu.Unlock()
-	if freed {
 		select {
 		case r.free <- struct{}{}:
 		default:
 		}
 	}
+	r.kickLocked(mem)
 }
 
 // ackFlushDelay coalesces the acks of one member into one ShareAcknowledge. Acks must not

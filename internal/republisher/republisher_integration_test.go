@@ -2,6 +2,7 @@ package republisher_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -54,9 +55,12 @@ type setup struct {
 	bootstrapServer []string
 }
 
-// newSetup starts a broker and prepares the queue's topic, its dead-letter topic and the group
-// configs the operator writes in Republisher mode (delivery limit = attempts + 1).
-func newSetup(t *testing.T, name string) *setup {
+// newSetup starts a broker and prepares the queue's topic (2 partitions), its dead-letter
+// topic and the group configs the operator writes in Republisher mode (delivery limit =
+// attempts + 1).
+func newSetup(t *testing.T, name string) *setup { return newSetupPartitions(t, name, 2) }
+
+func newSetupPartitions(t *testing.T, name string, partitions int32) *setup {
 	rig.SkipWithoutRig(t, "a Kafka broker")
 	ctx := context.Background()
 	k, err := rig.StartKafka(ctx, rig.KafkaOptions{Log: t.Logf})
@@ -70,7 +74,7 @@ func newSetup(t *testing.T, name string) *setup {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.admin.Close)
-	res, err := s.admin.CreateTopics(ctx, []kafka.NewTopic{{Name: s.topic, Partitions: 2, ReplicationFactor: 1}, {Name: s.dlq, Partitions: 1, ReplicationFactor: 1}})
+	res, err := s.admin.CreateTopics(ctx, []kafka.NewTopic{{Name: s.topic, Partitions: partitions, ReplicationFactor: 1}, {Name: s.dlq, Partitions: 1, ReplicationFactor: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -612,5 +616,138 @@ func TestRepublisherReturnedRecordsKeepTheirAttempt(t *testing.T) {
 	}
 	if rs := dl.byValue()[string(first.Record.Value)]; len(rs) != 0 {
 		t.Fatalf("returned record was dead-lettered: %v", rs[0].Headers)
+	}
+}
+
+// A broker restart while the application holds records: Kafka 4.4 hands those records out
+// again with the same delivery count, so under the same delivery id, here to the other
+// member (one partition, shared by both). The new copy replaces the old one (an ack of the id
+// applies to it), the member that held the old copy is free again, and the queue keeps
+// moving: every record is accepted and nothing stays held.
+func TestRepublisherSurvivesABrokerRestartWithRecordsHeld(t *testing.T) {
+	s := newSetupPartitions(t, "bounce", 1)
+	ctx := context.Background()
+	rp, _ := s.start(t, republisher.Options{MaxDeliveryAttempts: maxAttempts, Lease: time.Minute, Members: 2, MaxRecords: 5})
+	var first []republisher.Delivery
+	for end := time.Now().Add(time.Minute); len(first) == 0; {
+		if time.Now().After(end) {
+			t.Fatal("nothing received before the restart")
+		}
+		var err error
+		if first, err = rp.Receive(ctx, 5, 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	heldIDs := map[string]bool{}
+	for _, d := range first {
+		heldIDs[d.ID] = true
+	}
+	if err := s.kafka.RestartNode(ctx, s.kafka.Nodes[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	accepted := map[string]bool{}
+	acceptAll := func(ds []republisher.Delivery) {
+		for _, d := range ds {
+			if err := rp.Ack(ctx, d.ID, kafka.AckAccept); err != nil {
+				t.Fatalf("accept %s: %v", d.ID, err)
+			}
+			accepted[string(d.Record.Value)] = true
+		}
+	}
+	// Work through the rest of the queue; copies of the held records are left to the
+	// application's acks of its original batch below.
+	same := 0
+	for end := time.Now().Add(90 * time.Second); len(accepted) < records-len(first) && time.Now().Before(end); {
+		ds, err := rp.Receive(ctx, 5, 2*time.Second)
+		if err != nil {
+			t.Logf("receive while the broker returns: %v", err)
+			time.Sleep(500 * time.Millisecond)
+			continue
+		}
+		var rest []republisher.Delivery
+		for _, d := range ds {
+			if heldIDs[d.ID] {
+				same++
+				continue
+			}
+			rest = append(rest, d)
+		}
+		acceptAll(rest)
+	}
+	t.Logf("%d of %d held records came back under the same id", same, len(first))
+	// The application finishes its original batch: each ack is applied (to the new copy where
+	// there is one).
+	acceptAll(first)
+	// More records: one batch is held while another receive must still be served, which needs
+	// the member that held the first batch.
+	prod, err := kafka.NewProducer(kafka.Config{BootstrapServers: s.bootstrapServer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	for i := records; i < records+20; i++ {
+		v := fmt.Sprintf("r-%03d", i)
+		if err := prod.Produce(ctx, s.topic, []byte(v), []byte(v), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold := receiveOne(t, rp)
+	for end := time.Now().Add(60 * time.Second); len(accepted) < records+19; {
+		if time.Now().After(end) {
+			t.Fatalf("with one record held, only %d of %d records were accepted: a member stays busy", len(accepted), records+19)
+		}
+		ds, err := rp.Receive(ctx, 5, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acceptAll(ds)
+	}
+	acceptAll([]republisher.Delivery{hold})
+	for i := 0; i < records+20; i++ {
+		if v := fmt.Sprintf("r-%03d", i); !accepted[v] {
+			t.Errorf("record %s never accepted", v)
+		}
+	}
+}
+
+// Drain (the first step of a SIGTERM) ends long-polls at once and refuses new receives, while
+// acks of held records still work.
+func TestRepublisherDrainEndsLongPolls(t *testing.T) {
+	s := newSetup(t, "drain")
+	ctx := context.Background()
+	rp, _ := s.start(t, republisher.Options{MaxDeliveryAttempts: maxAttempts, Members: 1, MaxRecords: 5})
+	held := receiveOne(t, rp) // the only member is busy until this is acked
+	type result struct {
+		ds  []republisher.Delivery
+		err error
+		in  time.Duration
+	}
+	polled := make(chan result, 1)
+	go func() {
+		start := time.Now()
+		ds, err := rp.Receive(ctx, 5, 25*time.Second)
+		polled <- result{ds, err, time.Since(start)}
+	}()
+	time.Sleep(time.Second) // the receive is waiting for the member
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	rp.Drain(dctx)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Drain took %s with a 25s long-poll in flight", d)
+	}
+	select {
+	case r := <-polled:
+		if len(r.ds) != 0 || r.in > 5*time.Second {
+			t.Errorf("long-poll in flight during Drain: %d records after %s (%v), want none, promptly", len(r.ds), r.in, r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the long-poll did not end after Drain")
+	}
+	if _, err := rp.Receive(ctx, 5, time.Second); !errors.Is(err, republisher.ErrShuttingDown) {
+		t.Errorf("receive after Drain: %v, want ErrShuttingDown", err)
+	}
+	if err := rp.Ack(ctx, held.ID, kafka.AckAccept); err != nil {
+		t.Errorf("ack of a held record after Drain: %v", err)
 	}
 }
