@@ -21,9 +21,12 @@ finish() {
   if command -v setpriv >/dev/null 2>&1; then
     mkdir -p "$OUT/wrapped"
     for b in kube-apiserver etcd; do
-      printf '#!/bin/sh\nexec setpriv --pdeathsig KILL "%s/%s" "$@"\n' "$OUT" "$b" > "$OUT/wrapped/$b.tmp"
-      chmod +x "$OUT/wrapped/$b.tmp"
-      mv "$OUT/wrapped/$b.tmp" "$OUT/wrapped/$b"
+      [[ -x "$OUT/wrapped/$b" ]] && continue
+      # A temp name of its own: test packages run this at the same time.
+      tmp="$(mktemp "$OUT/wrapped/$b.XXXXXX")"
+      printf '#!/bin/sh\nexec setpriv --pdeathsig KILL "%s/%s" "$@"\n' "$OUT" "$b" > "$tmp"
+      chmod +x "$tmp"
+      mv -f "$tmp" "$OUT/wrapped/$b"
     done
     echo "$OUT/wrapped"
   else

@@ -65,6 +65,21 @@ type RepublisherSpec struct {
 	// resources are the sidecar container's resource requests and limits.
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+	// members is how many share-group members the sidecar runs, i.e. how many batches the
+	// application can hold at once (republisher --members). A member fetches again only once
+	// its whole batch is settled, so a slow record holds back its member; with more members
+	// in total than the topic has partitions the brokers share each partition among several.
+	// Default 4.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	Members *int32 `json:"members,omitempty"`
+	// maxRecords bounds one fetch and one receive (republisher --max-records, the consumer's
+	// share max records). Smaller batches suit slow work. Default 100.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	MaxRecords *int32 `json:"maxRecords,omitempty"`
 }
 
 // DeadLetterRouteSpec says where a queue's dead records go.

@@ -178,8 +178,14 @@ func (p *PodInjector) sidecarFor(ctx context.Context, ns, queue string) (*corev1
 			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		},
 	}
-	if route.Spec.Republisher != nil {
-		c.Resources = route.Spec.Republisher.Resources
+	if rs := route.Spec.Republisher; rs != nil {
+		c.Resources = rs.Resources
+		if rs.Members != nil {
+			c.Env = append(c.Env, corev1.EnvVar{Name: "KQO_MEMBERS", Value: strconv.Itoa(int(*rs.Members))})
+		}
+		if rs.MaxRecords != nil {
+			c.Env = append(c.Env, corev1.EnvVar{Name: "KQO_MAX_RECORDS", Value: strconv.Itoa(int(*rs.MaxRecords))})
+		}
 	}
 	if sq.Status.TopicName == "" || sq.Status.GroupID == "" {
 		c.Env[1].Value, c.Env[2].Value = topicOrName(sq.Spec.Topic.Name, sq.Name), topicOrName(sq.Spec.GroupID, sq.Name)

@@ -113,7 +113,8 @@ func TestInjectsTheRepublisherIntoAnnotatedPods(t *testing.T) {
 	}}
 	route := &kqv1.DeadLetterRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders-dead"}, Spec: kqv1.DeadLetterRouteSpec{
 		QueueRef: kqv1.QueueReference{Name: "orders"}, Mode: kqv1.DeadLetterModeRepublisher,
-		Republisher: &kqv1.RepublisherSpec{Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20m")}}},
+		Republisher: &kqv1.RepublisherSpec{Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20m")}},
+			Members: ptr.To[int32](8), MaxRecords: ptr.To[int32](10)},
 	}}
 	for _, o := range []client.Object{kc, sq, route} {
 		if err := c.Create(ctx, o); err != nil {
@@ -179,6 +180,7 @@ func TestInjectsTheRepublisherIntoAnnotatedPods(t *testing.T) {
 	want := map[string]string{
 		"KQO_BOOTSTRAP_SERVERS": "kafka-0:9092,kafka-1:9092", "KQO_TOPIC": "orders-v1", "KQO_GROUP": "orders-workers",
 		"KQO_DEAD_LETTER_TOPIC": "dlq.orders-v1", "KQO_MAX_DELIVERY_ATTEMPTS": "4", "KQO_LEASE": "45s", "KQO_LISTEN": "127.0.0.1:8787",
+		"KQO_MEMBERS": "8", "KQO_MAX_RECORDS": "10",
 	}
 	for k, v := range want {
 		if env2[k] != v {
