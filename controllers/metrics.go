@@ -13,8 +13,8 @@ import (
 )
 
 // Operator metrics, served with controller-runtime's on the manager's metrics endpoint.
-// Labels are bounded: kind (3 values), resource (topic|group), config (the 8 share-group
-// delivery configs).
+// Labels are bounded: kind (ShareQueue today), resource (topic|group|config), config (the 8
+// share-group delivery configs).
 var (
 	driftCorrections = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kafkaqueues_drift_corrections_total",
