@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -123,7 +122,8 @@ func (r *DeadLetterRouteReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 
 	// --- observe
-	obs := routeObservation{Cluster: kc.Status, QueueTopic: topicNameOf(&sq), GroupID: groupIDOf(&sq), QueueAttempts: queueAttempts(&sq, kc.Status)}
+	attempts, _ := sq.ApplicationAttempts(kc.Status) // 0: unknown
+	obs := routeObservation{Cluster: kc.Status, QueueTopic: topicNameOf(&sq), GroupID: groupIDOf(&sq), QueueAttempts: attempts}
 	dlr.Status.GroupID, dlr.Status.ClusterName = obs.GroupID, kc.Name
 	topicName := deadLetterTopicNameOf(&dlr, obs.QueueTopic, kc.Status)
 	if err := r.observe(kctx, cl, topicName, &obs); err != nil {
@@ -180,44 +180,11 @@ func (r *DeadLetterRouteReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	return ctrl.Result{RequeueAfter: r.ResyncInterval}, nil
 }
 
-// observe reads the dead-letter topic, its configs and the group's configs; the two requests
-// run concurrently (and, with batching, join other reconciles' requests).
+// observe reads the dead-letter topic, its configs and the group's configs (readTopicAndGroup).
 func (r *DeadLetterRouteReconciler) observe(ctx context.Context, cl *kafka.Client, topicName string, obs *routeObservation) error {
-	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: obs.GroupID}
-	topicKey := kafka.ResourceKey{Type: kafka.TopicResource, Name: topicName}
-	var (
-		wg               sync.WaitGroup
-		topics           map[string]kafka.Topic
-		cfgs             map[kafka.ResourceKey]kafka.ResourceConfigs
-		topicErr, cfgErr error
-	)
-	wg.Add(2)
-	go func() { defer wg.Done(); topics, topicErr = cl.DescribeTopics(ctx, topicName) }()
-	go func() {
-		defer wg.Done()
-		cfgs, cfgErr = cl.DescribeConfigs(ctx, []kafka.ResourceKey{groupKey, topicKey})
-	}()
-	wg.Wait()
-	if err := errors.Join(topicErr, cfgErr); err != nil {
-		return err
-	}
-	obs.Topic = topics[topicName]
-	if obs.Topic.Err != nil && !kafka.IsNotFound(obs.Topic.Err) {
-		return obs.Topic.Err
-	}
-	if rc := cfgs[groupKey]; rc.Err == nil {
-		obs.GroupConfigs = rc.Configs
-	} else if !kafka.IsUnsupported(rc.Err) {
-		return rc.Err
-	}
-	if obs.Topic.Err == nil {
-		rc := cfgs[topicKey]
-		if rc.Err != nil {
-			return rc.Err // created between the two reads: look again
-		}
-		obs.TopicConfigs = rc.Configs
-	}
-	return nil
+	live, err := readTopicAndGroup(ctx, cl, topicName, obs.GroupID)
+	obs.Topic, obs.TopicConfigs, obs.GroupConfigs = live.Topic, live.TopicConfigs, live.GroupConfigs
+	return err
 }
 
 // apply sends the plan's writes concurrently and splits the outcome into the topic's and the
@@ -249,42 +216,18 @@ func (r *DeadLetterRouteReconciler) apply(ctx context.Context, cl *kafka.Client,
 	return topicErr, groupErr, transient
 }
 
-// queueAttempts is the attempts the queue's application gets: spec.delivery.maxDeliveryAttempts,
-// else the brokers' default share.delivery.count.limit; 0 when neither is known.
-func queueAttempts(sq *kqv1.ShareQueue, cs kqv1.KafkaClusterStatus) int32 {
-	if sq.Spec.Delivery.MaxDeliveryAttempts != nil {
-		return *sq.Spec.Delivery.MaxDeliveryAttempts
-	}
-	if b := cs.ShareBounds; b != nil && b.DeliveryCountLimit.Default != nil {
-		return int32(*b.DeliveryCountLimit.Default)
-	}
-	return 0
-}
-
-// firstRouteOf returns the route that owns queue: the oldest (then lowest-named) live one.
+// firstRouteOf returns the route that owns queue (kqv1.OwningRoute).
 func (r *DeadLetterRouteReconciler) firstRouteOf(ctx context.Context, ns, queue string) (*kqv1.DeadLetterRoute, error) {
-	var list kqv1.DeadLetterRouteList
-	if err := r.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{routeQueueIndex: queue}); err != nil {
-		return nil, err
-	}
-	return oldestRoute(list.Items), nil
+	routes, err := routesNaming(ctx, r.Client, ns, queue)
+	return kqv1.OwningRoute(routes), err
 }
 
-// oldestRoute picks the owning route among those naming one queue: not being deleted, oldest
-// creationTimestamp, then lowest name.
-func oldestRoute(routes []kqv1.DeadLetterRoute) *kqv1.DeadLetterRoute {
-	var first *kqv1.DeadLetterRoute
-	for i := range routes {
-		c := &routes[i]
-		if !c.DeletionTimestamp.IsZero() {
-			continue
-		}
-		if first == nil || c.CreationTimestamp.Before(&first.CreationTimestamp) ||
-			(c.CreationTimestamp.Equal(&first.CreationTimestamp) && c.Name < first.Name) {
-			first = c
-		}
-	}
-	return first
+// routesNaming lists the DeadLetterRoutes in ns whose queueRef names queue (from the cache,
+// by the queueRef index).
+func routesNaming(ctx context.Context, c client.Reader, ns, queue string) ([]kqv1.DeadLetterRoute, error) {
+	var list kqv1.DeadLetterRouteList
+	err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{routeQueueIndex: queue})
+	return list.Items, err
 }
 
 // waiting records a wait on something outside the route (queue, cluster, Kafka).
@@ -424,37 +367,40 @@ func indexRoutes(mgr ctrl.Manager) error {
 }
 
 func (r *DeadLetterRouteReconciler) routesOfQueue(ctx context.Context, o client.Object) []reconcile.Request {
-	var list kqv1.DeadLetterRouteList
-	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{routeQueueIndex: o.GetName()}); err != nil {
-		return nil
-	}
-	return routeRequests(list.Items)
+	routes, _ := routesNaming(ctx, r.Client, o.GetNamespace(), o.GetName())
+	return routeRequests(routes, nil)
 }
 
 func (r *DeadLetterRouteReconciler) siblingsOf(ctx context.Context, o client.Object) []reconcile.Request {
-	var list kqv1.DeadLetterRouteList
-	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{routeQueueIndex: o.(*kqv1.DeadLetterRoute).Spec.QueueRef.Name}); err != nil {
-		return nil
-	}
-	return routeRequests(list.Items)
+	routes, _ := routesNaming(ctx, r.Client, o.GetNamespace(), o.(*kqv1.DeadLetterRoute).Spec.QueueRef.Name)
+	return routeRequests(routes, nil)
 }
 
+// routesOfCluster maps a KafkaCluster to the routes of its queues: one List of the namespace's
+// routes (few) filtered by the cluster's queues, rather than one List per queue (many).
 func (r *DeadLetterRouteReconciler) routesOfCluster(ctx context.Context, o client.Object) []reconcile.Request {
+	var routes kqv1.DeadLetterRouteList
+	if err := r.List(ctx, &routes, client.InNamespace(o.GetNamespace())); err != nil || len(routes.Items) == 0 {
+		return nil
+	}
 	var queues kqv1.ShareQueueList
 	if err := r.List(ctx, &queues, client.InNamespace(o.GetNamespace()), client.MatchingFields{clusterRefIndex: o.GetName()}); err != nil {
 		return nil
 	}
-	var out []reconcile.Request
+	onCluster := make(map[string]bool, len(queues.Items))
 	for i := range queues.Items {
-		out = append(out, r.routesOfQueue(ctx, &queues.Items[i])...)
+		onCluster[queues.Items[i].Name] = true
 	}
-	return out
+	return routeRequests(routes.Items, func(d *kqv1.DeadLetterRoute) bool { return onCluster[d.Spec.QueueRef.Name] })
 }
 
-func routeRequests(routes []kqv1.DeadLetterRoute) []reconcile.Request {
+// routeRequests maps routes (those keep accepts, all when nil) to reconcile requests.
+func routeRequests(routes []kqv1.DeadLetterRoute, keep func(*kqv1.DeadLetterRoute) bool) []reconcile.Request {
 	out := make([]reconcile.Request, 0, len(routes))
-	for _, d := range routes {
-		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: d.Namespace, Name: d.Name}})
+	for i := range routes {
+		if d := &routes[i]; keep == nil || keep(d) {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: d.Namespace, Name: d.Name}})
+		}
 	}
 	return out
 }

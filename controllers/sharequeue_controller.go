@@ -221,52 +221,23 @@ func (r *ShareQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 // shared round of requests rather than three in a row.
 func (r *ShareQueueReconciler) observe(ctx context.Context, cl *kafka.Client, sq *kqv1.ShareQueue, cs kqv1.KafkaClusterStatus) (queueObservation, *kqv1.QueueGroupStatus, error) {
 	obs := queueObservation{Cluster: cs}
-	topicName, groupID := sq.Status.TopicName, sq.Status.GroupID
-	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: groupID}
-	topicKey := kafka.ResourceKey{Type: kafka.TopicResource, Name: topicName}
+	groupID := sq.Status.GroupID
 	var (
-		wg                 sync.WaitGroup
-		topics             map[string]kafka.Topic
-		cfgs               map[kafka.ResourceKey]kafka.ResourceConfigs
-		groups             map[string]kafka.ShareGroup
-		topicErr, cfgErr   error
-		groupErr           error
-		describeShareGroup = cs.ShareVersion >= 1
+		wg       sync.WaitGroup
+		groups   map[string]kafka.ShareGroup
+		groupErr error
 	)
-	wg.Add(2)
-	go func() { defer wg.Done(); topics, topicErr = cl.DescribeTopics(ctx, topicName) }()
-	go func() {
-		defer wg.Done()
-		cfgs, cfgErr = cl.DescribeConfigs(ctx, []kafka.ResourceKey{groupKey, topicKey})
-	}()
+	describeShareGroup := cs.ShareVersion >= 1
 	if describeShareGroup {
 		wg.Add(1)
 		go func() { defer wg.Done(); groups, groupErr = cl.DescribeShareGroups(ctx, groupID) }()
 	}
+	live, err := readTopicAndGroup(ctx, cl, sq.Status.TopicName, groupID)
 	wg.Wait()
-	if topicErr != nil {
-		return obs, nil, topicErr
+	if err != nil {
+		return obs, nil, err
 	}
-	obs.Topic = topics[topicName]
-	if obs.Topic.Err != nil && !kafka.IsNotFound(obs.Topic.Err) {
-		return obs, nil, obs.Topic.Err
-	}
-	if cfgErr != nil {
-		return obs, nil, cfgErr
-	}
-	if rc := cfgs[groupKey]; rc.Err == nil {
-		obs.GroupConfigs = rc.Configs
-	} else if !kafka.IsUnsupported(rc.Err) {
-		return obs, nil, rc.Err
-	}
-	if obs.Topic.Err == nil {
-		rc := cfgs[topicKey]
-		if rc.Err != nil {
-			// Created between the two reads: look again rather than plan from half a picture.
-			return obs, nil, rc.Err
-		}
-		obs.TopicConfigs = rc.Configs
-	}
+	obs.Topic, obs.TopicConfigs, obs.GroupConfigs = live.Topic, live.TopicConfigs, live.GroupConfigs
 	if !describeShareGroup {
 		return obs, nil, nil
 	}
@@ -738,11 +709,11 @@ func (r *ShareQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // syncDeadLetterStatus copies the queue's DeadLetterRoute (the oldest live one naming it) into
 // status.deadLetter.
 func (r *ShareQueueReconciler) syncDeadLetterStatus(ctx context.Context, sq *kqv1.ShareQueue) error {
-	var routes kqv1.DeadLetterRouteList
-	if err := r.List(ctx, &routes, client.InNamespace(sq.Namespace), client.MatchingFields{routeQueueIndex: sq.Name}); err != nil {
+	routes, err := routesNaming(ctx, r.Client, sq.Namespace, sq.Name)
+	if err != nil {
 		return err
 	}
-	route := oldestRoute(routes.Items)
+	route := kqv1.OwningRoute(routes)
 	if route == nil {
 		sq.Status.DeadLetter = nil
 		return nil

@@ -98,16 +98,13 @@ func (p *PodInjector) sidecarFor(ctx context.Context, ns, queue string) (*corev1
 	if err := p.Reader.List(ctx, &routes, client.InNamespace(ns)); err != nil {
 		return warn("listing DeadLetterRoutes in %s: %v", ns, err)
 	}
-	var route *kqv1.DeadLetterRoute
-	for i := range routes.Items {
-		r := &routes.Items[i]
-		if r.Spec.QueueRef.Name != queue || !r.DeletionTimestamp.IsZero() {
-			continue
-		}
-		if route == nil || r.CreationTimestamp.Before(&route.CreationTimestamp) || (r.CreationTimestamp.Equal(&route.CreationTimestamp) && r.Name < route.Name) {
-			route = r
+	var naming []kqv1.DeadLetterRoute
+	for _, r := range routes.Items {
+		if r.Spec.QueueRef.Name == queue {
+			naming = append(naming, r)
 		}
 	}
+	route := kqv1.OwningRoute(naming)
 	if route == nil {
 		return warn("ShareQueue %s has no DeadLetterRoute", queue)
 	}
@@ -137,7 +134,7 @@ func (p *PodInjector) sidecarFor(ctx context.Context, ns, queue string) (*corev1
 	if kc.Spec.TLS != nil || kc.Spec.SASL != nil {
 		return warn("KafkaCluster %s uses TLS or SASL, which the republisher does not support yet", kc.Name)
 	}
-	attempts, ok := maxAttemptsOf(&sq, &kc)
+	attempts, ok := sq.ApplicationAttempts(kc.Status)
 	if !ok {
 		return warn("the delivery limit of ShareQueue %s is unknown (spec.delivery.maxDeliveryAttempts is absent and the cluster reports no default)", queue)
 	}
@@ -191,18 +188,6 @@ func (p *PodInjector) sidecarFor(ctx context.Context, ns, queue string) (*corev1
 		c.Env[1].Value, c.Env[2].Value = topicOrName(sq.Spec.Topic.Name, sq.Name), topicOrName(sq.Spec.GroupID, sq.Name)
 	}
 	return c, ""
-}
-
-// maxAttemptsOf is the application's attempts: spec.delivery.maxDeliveryAttempts, else the
-// brokers' default share.delivery.count.limit.
-func maxAttemptsOf(sq *kqv1.ShareQueue, kc *kqv1.KafkaCluster) (int32, bool) {
-	if sq.Spec.Delivery.MaxDeliveryAttempts != nil {
-		return *sq.Spec.Delivery.MaxDeliveryAttempts, true
-	}
-	if b := kc.Status.ShareBounds; b != nil && b.DeliveryCountLimit.Default != nil {
-		return int32(*b.DeliveryCountLimit.Default), true
-	}
-	return 0, false
 }
 
 // leaseOf is the queue's lock duration, the application's lease; 30s when absent.

@@ -7,6 +7,60 @@ import (
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
 )
 
+// liveTopicAndGroup is what readTopicAndGroup found: the topic (Err IsNotFound when missing),
+// its configs when it exists, and the group's configs (nil when the cluster has no group
+// configs).
+type liveTopicAndGroup struct {
+	Topic        kafka.Topic
+	TopicConfigs map[string]kafka.ConfigEntry
+	GroupConfigs map[string]kafka.ConfigEntry
+}
+
+// readTopicAndGroup reads a topic's metadata and the configs of the topic and a group, the two
+// requests concurrently (with batching on, each joins other reconciles' requests). A topic
+// created between the two reads is an error: look again rather than plan from half a picture.
+func readTopicAndGroup(ctx context.Context, cl *kafka.Client, topicName, groupID string) (liveTopicAndGroup, error) {
+	var live liveTopicAndGroup
+	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: groupID}
+	topicKey := kafka.ResourceKey{Type: kafka.TopicResource, Name: topicName}
+	var (
+		wg               sync.WaitGroup
+		topics           map[string]kafka.Topic
+		cfgs             map[kafka.ResourceKey]kafka.ResourceConfigs
+		topicErr, cfgErr error
+	)
+	wg.Add(2)
+	go func() { defer wg.Done(); topics, topicErr = cl.DescribeTopics(ctx, topicName) }()
+	go func() {
+		defer wg.Done()
+		cfgs, cfgErr = cl.DescribeConfigs(ctx, []kafka.ResourceKey{groupKey, topicKey})
+	}()
+	wg.Wait()
+	if topicErr != nil {
+		return live, topicErr
+	}
+	live.Topic = topics[topicName]
+	if live.Topic.Err != nil && !kafka.IsNotFound(live.Topic.Err) {
+		return live, live.Topic.Err
+	}
+	if cfgErr != nil {
+		return live, cfgErr
+	}
+	if rc := cfgs[groupKey]; rc.Err == nil {
+		live.GroupConfigs = rc.Configs
+	} else if !kafka.IsUnsupported(rc.Err) {
+		return live, rc.Err
+	}
+	if live.Topic.Err == nil {
+		rc := cfgs[topicKey]
+		if rc.Err != nil {
+			return live, rc.Err
+		}
+		live.TopicConfigs = rc.Configs
+	}
+	return live, nil
+}
+
 // topicWrites are one resource's Kafka writes: create or grow its topic, alter the topic's and
 // the group's configs. None depends on another's result.
 type topicWrites struct {
