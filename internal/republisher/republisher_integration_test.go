@@ -242,6 +242,24 @@ func complete(a *app, dead map[string][]*kgo.Record) (bool, string) {
 }
 
 // checkNothingLost asserts every record ended exactly as its class says, with provenance.
+// runUntilComplete steps the app against the API at base until every record has ended
+// (complete), failing the test after within.
+func (a *app) runUntilComplete(t *testing.T, base string, dl *deadLetters, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; {
+		if err := a.step(base); err != nil {
+			t.Fatal(err)
+		}
+		done, why := complete(a, dl.byValue())
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(why)
+		}
+	}
+}
+
 func checkNothingLost(t *testing.T, s *setup, a *app, dead map[string][]*kgo.Record, allowDuplicates bool) {
 	t.Helper()
 	dups := 0
@@ -294,19 +312,7 @@ func TestRepublisherAppLoopLosesNothing(t *testing.T) {
 	var dl deadLetters
 	dl.follow(ctx, t, s.bootstrapServer, s.dlq)
 	a := &app{accepted: map[string]int{}}
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		if err := a.step(srv.URL); err != nil {
-			t.Fatal(err)
-		}
-		done, why := complete(a, dl.byValue())
-		if done {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(why)
-		}
-	}
+	a.runUntilComplete(t, srv.URL, &dl, 90*time.Second)
 	time.Sleep(2 * time.Second) // any duplicate would have arrived by now
 	checkNothingLost(t, s, a, dl.byValue(), false)
 	for v, rs := range dl.byValue() {
@@ -399,19 +405,7 @@ func TestRepublisherKilledMidRunLosesNothing(t *testing.T) {
 
 	cmd, base = start()
 	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
-	deadline := time.Now().Add(4 * time.Minute)
-	for {
-		if err := a.step(base); err != nil {
-			t.Fatal(err)
-		}
-		done, why := complete(a, dl.byValue())
-		if done {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(why)
-		}
-	}
+	a.runUntilComplete(t, base, &dl, 4*time.Minute)
 	time.Sleep(2 * time.Second)
 	checkNothingLost(t, s, a, dl.byValue(), true)
 }
