@@ -36,6 +36,9 @@ const RouteFinalizer = "kafkaqueues.io/dead-letter-cleanup"
 // routeQueueIndex indexes DeadLetterRoutes by spec.queueRef.name.
 const routeQueueIndex = "spec.queueRef.name"
 
+// routeTopicIndex indexes DeadLetterRoutes by the dead-letter topic they act on.
+const routeTopicIndex = "status.topicName"
+
 // DeadLetterRouteReconciler reconciles DeadLetterRoute objects: the dead-letter topic, the
 // mode (BrokerNative or Republisher) and, in BrokerNative mode, the group's KIP-1191 configs.
 type DeadLetterRouteReconciler struct {
@@ -60,6 +63,10 @@ func (r *DeadLetterRouteReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	var dlr kqv1.DeadLetterRoute
 	if err := r.Get(ctx, req.NamespacedName, &dlr); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	mode := reconcileMode(dlr.Annotations)
+	if mode == kqv1.ReconcilePaused || mode == reconcileInvalid {
+		return r.paused(ctx, &dlr, mode)
 	}
 	if !dlr.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, &dlr)
@@ -87,6 +94,9 @@ func (r *DeadLetterRouteReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		setCondition(&dlr.Status.Conditions, kqv1.ConditionConflict, condInput{metav1.ConditionTrue, kqv1.ReasonConflict, msg}, gen)
 		setCondition(&dlr.Status.Conditions, kqv1.ConditionRouteActive, condInput{metav1.ConditionFalse, kqv1.ReasonConflict, msg}, gen)
 		setKstatus(&dlr.Status.Conditions, condInput{metav1.ConditionFalse, kqv1.ReasonConflict, msg}, true, gen)
+		// Not acting for the queue: no mode, topic or group of its own (so it never claims
+		// ownership and its deletion cleans up nothing the owner set).
+		dlr.Status.EffectiveMode, dlr.Status.TopicName, dlr.Status.GroupID, dlr.Status.ClusterName = "", "", "", ""
 		return ctrl.Result{}, r.patchStatus(ctx, original, &dlr)
 	}
 	setCondition(&dlr.Status.Conditions, kqv1.ConditionConflict, condInput{metav1.ConditionFalse, kqv1.ReasonNoConflict,
@@ -100,6 +110,17 @@ func (r *DeadLetterRouteReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		}
 		r.waiting(&dlr, kqv1.ReasonQueueNotFound, fmt.Sprintf("ShareQueue %s/%s (spec.queueRef.name) does not exist", dlr.Namespace, dlr.Spec.QueueRef.Name))
 		return ctrl.Result{}, r.patchStatus(ctx, original, &dlr) // the ShareQueue watch brings us back
+	}
+	// The route writes to the queue's group, so the queue's reconcile mode binds it too: the
+	// stricter of the two applies.
+	switch qm := reconcileMode(sq.Annotations); qm {
+	case kqv1.ReconcilePaused, reconcileInvalid:
+		r.waiting(&dlr, kqv1.ReasonPaused, fmt.Sprintf("ShareQueue %s has annotation %s=%q: its route reads and writes nothing either", sq.Name, kqv1.ReconcileAnnotation, sq.Annotations[kqv1.ReconcileAnnotation]))
+		return ctrl.Result{}, r.patchStatus(ctx, original, &dlr)
+	case kqv1.ReconcileObserveOnly, kqv1.ReconcilePlan:
+		if mode == kqv1.ReconcileActive {
+			mode = qm
+		}
 	}
 	var kc kqv1.KafkaCluster
 	if err := r.Get(ctx, types.NamespacedName{Namespace: sq.Namespace, Name: sq.Spec.ClusterRef.Name}, &kc); err != nil {
@@ -124,8 +145,27 @@ func (r *DeadLetterRouteReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	// --- observe
 	attempts, _ := sq.ApplicationAttempts(kc.Status) // 0: unknown
 	obs := routeObservation{Cluster: kc.Status, QueueTopic: topicNameOf(&sq), GroupID: groupIDOf(&sq), QueueAttempts: attempts}
+	if prev := original.Status; mode == kqv1.ReconcileActive && prev.EffectiveMode == kqv1.DeadLetterModeBrokerNative &&
+		prev.GroupID != "" && prev.GroupID != obs.GroupID && prev.ClusterName == kc.Name {
+		// The queue now has another group (recreated, or groupID changed): the configs this
+		// route set stay on the old group unless removed, which is done before the new group
+		// is recorded, so a failure is retried.
+		removed, err := removeDeadLetterConfigs(kctx, cl, prev.GroupID, prev.TopicName)
+		if err != nil {
+			r.waiting(&dlr, kqv1.ReasonKafkaUnavailable, fmt.Sprintf("removing the dead-letter configs of the queue's previous group %s: %v", prev.GroupID, err))
+			return ctrl.Result{}, errors.Join(err, r.patchStatus(ctx, original, &dlr))
+		}
+		if len(removed) > 0 {
+			r.event(&dlr, corev1.EventTypeNormal, "DeadLetterRouteMoved", "Apply", fmt.Sprintf("the queue's group is now %s: removed %s", obs.GroupID, changesOf(removed, "group "+prev.GroupID)))
+		}
+	}
 	dlr.Status.GroupID, dlr.Status.ClusterName = obs.GroupID, kc.Name
 	topicName := deadLetterTopicNameOf(&dlr, obs.QueueTopic, kc.Status)
+	owner, err := r.topicOwner(ctx, &kc, topicName)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	obs.TopicOwner = owner
 	if err := r.observe(kctx, cl, topicName, &obs); err != nil {
 		r.waiting(&dlr, kqv1.ReasonKafkaUnavailable, fmt.Sprintf("reading topic %s / group %s: %v", topicName, obs.GroupID, err))
 		return ctrl.Result{}, errors.Join(err, r.patchStatus(ctx, original, &dlr))
@@ -135,14 +175,26 @@ func (r *DeadLetterRouteReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	plan := planRoute(&dlr, obs)
 	dlr.Status.TopicName = plan.TopicName
 	dlr.Status.EffectiveMode = plan.Mode
+	if plan.Blocked {
+		// Nothing written: the route claims no topic (a queue may use the name).
+		dlr.Status.TopicName = ""
+	}
 	var topicErr, groupErr, transient error
-	if !plan.Blocked && !plan.Empty() {
+	topicCond, routeCond := plan.TopicReady, plan.RouteActive
+	switch {
+	case plan.Blocked || plan.Empty():
+	case mode != kqv1.ReconcileActive:
+		reason := kqv1.ReasonPlanned
+		if mode == kqv1.ReconcileObserveOnly {
+			reason = kqv1.ReasonObserveOnly
+		}
+		routeCond = condInput{metav1.ConditionFalse, reason, fmt.Sprintf("reconcile mode %s (annotation %s on the route or its queue): not applied: %s", mode, kqv1.ReconcileAnnotation, strings.Join(plan.Changes(), "; "))}
+	default:
 		logger.Info("kafka changes planned", "changes", plan.Changes())
 		topicErr, groupErr, transient = r.apply(kctx, cl, &dlr, &plan, obs.GroupID)
 	}
 
 	// --- report
-	topicCond, routeCond := plan.TopicReady, plan.RouteActive
 	if topicErr != nil {
 		topicCond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, "the brokers refused spec.topic: " + topicErr.Error()}
 		routeCond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, "no dead-letter topic: " + topicErr.Error()}
@@ -190,8 +242,22 @@ func (r *DeadLetterRouteReconciler) observe(ctx context.Context, cl *kafka.Clien
 // apply sends the plan's writes concurrently and splits the outcome into the topic's and the
 // group's non-retriable errors and a retriable one.
 func (r *DeadLetterRouteReconciler) apply(ctx context.Context, cl *kafka.Client, dlr *kqv1.DeadLetterRoute, plan *routePlan, groupID string) (topicErr, groupErr, transient error) {
-	out := sendWrites(ctx, cl, topicWrites{Topic: plan.TopicName, Create: plan.CreateTopic, GrowTo: plan.GrowPartitionsTo,
-		TopicConfigs: plan.TopicConfigs, Group: groupID, GroupConfigs: plan.GroupConfigs})
+	w := topicWrites{Topic: plan.TopicName, Create: plan.CreateTopic, GrowTo: plan.GrowPartitionsTo,
+		TopicConfigs: plan.TopicConfigs, Group: groupID, GroupConfigs: plan.GroupConfigs}
+	var out writeOutcome
+	if w.Create != nil && len(w.GroupConfigs) > 0 {
+		// The group is pointed at the topic only once the topic exists: a group naming a
+		// missing dead-letter topic would lose what it dead-letters.
+		w.GroupConfigs = nil
+		out = sendWrites(ctx, cl, w)
+		if out.CreateErr == nil {
+			out.GroupConfigErr = sendWrites(ctx, cl, topicWrites{Group: groupID, GroupConfigs: plan.GroupConfigs}).GroupConfigErr
+		} else {
+			plan.GroupConfigs = nil // not asked: the topic error says why
+		}
+	} else {
+		out = sendWrites(ctx, cl, w)
+	}
 	var done []string
 	settle := func(asked bool, err error, target *error, what func() string) {
 		switch {
@@ -258,6 +324,13 @@ func (r *DeadLetterRouteReconciler) finalize(ctx context.Context, dlr *kqv1.Dead
 	if dlr.Status.EffectiveMode != kqv1.DeadLetterModeBrokerNative {
 		return release()
 	}
+	if next, err := r.firstRouteOf(ctx, dlr.Namespace, dlr.Spec.QueueRef.Name); err != nil {
+		return ctrl.Result{}, err
+	} else if next != nil {
+		// Another route of the queue takes over and sets its own configs: removing these
+		// would leave the group without a dead-letter topic in between.
+		return release()
+	}
 	giveUp := func(why string) (ctrl.Result, error) {
 		if wait := r.FinalizerTimeout - time.Since(dlr.DeletionTimestamp.Time); wait > 0 {
 			return ctrl.Result{RequeueAfter: min(wait, 15*time.Second)}, nil
@@ -295,31 +368,86 @@ func (r *DeadLetterRouteReconciler) finalize(ctx context.Context, dlr *kqv1.Dead
 	if err != nil {
 		return giveUp(fmt.Sprintf("cannot build a client for KafkaCluster %s: %v", kc.Name, err))
 	}
-	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: groupID}
-	cfgs, err := cl.DescribeConfigs(kctx, []kafka.ResourceKey{groupKey})
+	del, err := removeDeadLetterConfigs(kctx, cl, groupID, dlr.Status.TopicName)
 	if err != nil {
-		return giveUp(fmt.Sprintf("cannot reach KafkaCluster %s: %v", kc.Name, err))
-	}
-	var del []kafka.AlterConfig
-	for _, k := range []string{dlqTopicNameConfig, dlqCopyRecordConfig} {
-		e, ok := cfgs[groupKey].Configs[k]
-		// Only the topic this route set is unset: a value someone else put there stays.
-		if ok && e.IsOverride() && (k != dlqTopicNameConfig || e.Value == dlr.Status.TopicName) {
-			del = append(del, kafka.AlterConfig{Name: k, Op: kafka.OpDelete})
-		}
+		return giveUp(fmt.Sprintf("removing the dead-letter configs of group %s on KafkaCluster %s: %v", groupID, kc.Name, err))
 	}
 	if len(del) > 0 {
-		res, err := cl.IncrementalAlterConfigs(kctx, []kafka.Alteration{{Resource: groupKey, Configs: del}})
-		if err == nil {
-			err = res[groupKey]
-		}
-		if err != nil {
-			return giveUp(fmt.Sprintf("removing the dead-letter configs of group %s: %v", groupID, err))
-		}
 		r.event(dlr, corev1.EventTypeNormal, "DeadLetterRouteRemoved", "Delete",
 			fmt.Sprintf("removed %s from group %s; topic %s and its dead records are kept", changesOf(del, "group "+groupID), groupID, dlr.Status.TopicName))
 	}
 	return release()
+}
+
+// removeDeadLetterConfigs unsets the KIP-1191 configs a route set on a group: the topic name
+// only while it still names topicName (a value someone else put there stays), and the
+// copy-record switch. It returns what it removed.
+func removeDeadLetterConfigs(ctx context.Context, cl *kafka.Client, groupID, topicName string) ([]kafka.AlterConfig, error) {
+	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: groupID}
+	cfgs, err := cl.DescribeConfigs(ctx, []kafka.ResourceKey{groupKey})
+	if err != nil {
+		return nil, err
+	}
+	var del []kafka.AlterConfig
+	for _, k := range []string{dlqTopicNameConfig, dlqCopyRecordConfig} {
+		e, ok := cfgs[groupKey].Configs[k]
+		if ok && e.IsOverride() && (k != dlqTopicNameConfig || e.Value == topicName) {
+			del = append(del, kafka.AlterConfig{Name: k, Op: kafka.OpDelete})
+		}
+	}
+	if len(del) == 0 {
+		return nil, nil
+	}
+	res, err := cl.IncrementalAlterConfigs(ctx, []kafka.Alteration{{Resource: groupKey, Configs: del}})
+	if err == nil {
+		err = res[groupKey]
+	}
+	if err != nil {
+		return nil, err
+	}
+	return del, nil
+}
+
+// paused reports a route whose kafkaqueues.io/reconcile annotation is Paused (or not a known
+// mode): nothing is read or written, and deleting it removes nothing from Kafka.
+func (r *DeadLetterRouteReconciler) paused(ctx context.Context, dlr *kqv1.DeadLetterRoute, mode string) (ctrl.Result, error) {
+	if !dlr.DeletionTimestamp.IsZero() {
+		if !controllerutil.ContainsFinalizer(dlr, RouteFinalizer) {
+			return ctrl.Result{}, nil
+		}
+		r.event(dlr, corev1.EventTypeWarning, "CleanupSkipped", "Delete", fmt.Sprintf("reconcile mode %q: any dead-letter configs on group %s were left in Kafka", dlr.Annotations[kqv1.ReconcileAnnotation], dlr.Status.GroupID))
+		patch := client.MergeFrom(dlr.DeepCopy())
+		controllerutil.RemoveFinalizer(dlr, RouteFinalizer)
+		return ctrl.Result{}, client.IgnoreNotFound(r.Patch(ctx, dlr, patch))
+	}
+	original := dlr.DeepCopy()
+	in := condInput{metav1.ConditionFalse, kqv1.ReasonPaused, "annotation kafkaqueues.io/reconcile=Paused: nothing is read or written"}
+	if mode == reconcileInvalid {
+		in = condInput{metav1.ConditionFalse, kqv1.ReasonInvalidReconcileMode, fmt.Sprintf("annotation kafkaqueues.io/reconcile=%q is not one of Active, Paused, ObserveOnly, Plan; nothing is read or written until it is fixed", dlr.Annotations[kqv1.ReconcileAnnotation])}
+	}
+	setCondition(&dlr.Status.Conditions, kqv1.ConditionReconciling, in, dlr.Generation)
+	dlr.Status.ObservedGeneration = dlr.Generation
+	return ctrl.Result{}, r.patchStatus(ctx, original, dlr)
+}
+
+// topicOwner names the live ShareQueue on kc's Kafka cluster whose topic is topicName and
+// that owns it (not in Conflict); empty when none.
+func (r *DeadLetterRouteReconciler) topicOwner(ctx context.Context, kc *kqv1.KafkaCluster, topicName string) (string, error) {
+	var queues kqv1.ShareQueueList
+	if err := r.List(ctx, &queues, client.MatchingFields{topicNameIndex: topicName}); err != nil {
+		return "", err
+	}
+	for i := range queues.Items {
+		q := &queues.Items[i]
+		if !q.DeletionTimestamp.IsZero() || !sameKafka(ctx, r.Client, kc, q.Namespace, q.Spec.ClusterRef.Name) {
+			continue
+		}
+		if c := findCondition(q.Status.Conditions, kqv1.ConditionConflict); c != nil && c.Status == metav1.ConditionTrue {
+			continue
+		}
+		return fmt.Sprintf("ShareQueue %s/%s", q.Namespace, q.Name), nil
+	}
+	return "", nil
 }
 
 func (r *DeadLetterRouteReconciler) patchStatus(ctx context.Context, original, dlr *kqv1.DeadLetterRoute) error {
@@ -361,11 +489,37 @@ func (r *DeadLetterRouteReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// indexRoutes registers the queueRef index (shared by both queue and route reconcilers).
+// indexRoutes registers the routes' indexes (shared by the queue and route reconcilers): by
+// queueRef, and by the dead-letter topic a route acts on (status.topicName, when set).
 func indexRoutes(mgr ctrl.Manager) error {
-	return mgr.GetFieldIndexer().IndexField(context.Background(), &kqv1.DeadLetterRoute{}, routeQueueIndex, func(o client.Object) []string {
+	ix := mgr.GetFieldIndexer()
+	if err := ix.IndexField(context.Background(), &kqv1.DeadLetterRoute{}, routeQueueIndex, func(o client.Object) []string {
 		return []string{o.(*kqv1.DeadLetterRoute).Spec.QueueRef.Name}
+	}); err != nil {
+		return err
+	}
+	return ix.IndexField(context.Background(), &kqv1.DeadLetterRoute{}, routeTopicIndex, func(o client.Object) []string {
+		if t := o.(*kqv1.DeadLetterRoute).Status.TopicName; t != "" {
+			return []string{t}
+		}
+		return nil
 	})
+}
+
+// deadLetterTopicOwner names the live route on kc's Kafka cluster whose dead-letter topic is
+// topicName (e.g. "DeadLetterRoute ns/name"); empty when none.
+func deadLetterTopicOwner(ctx context.Context, c client.Reader, kc *kqv1.KafkaCluster, topicName string) (string, error) {
+	var routes kqv1.DeadLetterRouteList
+	if err := c.List(ctx, &routes, client.MatchingFields{routeTopicIndex: topicName}); err != nil {
+		return "", err
+	}
+	for i := range routes.Items {
+		d := &routes.Items[i]
+		if d.DeletionTimestamp.IsZero() && d.Status.ClusterName != "" && sameKafka(ctx, c, kc, d.Namespace, d.Status.ClusterName) {
+			return fmt.Sprintf("DeadLetterRoute %s/%s", d.Namespace, d.Name), nil
+		}
+	}
+	return "", nil
 }
 
 func (r *DeadLetterRouteReconciler) routesOfQueue(ctx context.Context, o client.Object) []reconcile.Request {

@@ -38,6 +38,9 @@ type routeObservation struct {
 	// spec.delivery.maxDeliveryAttempts, else the brokers' default share.delivery.count.limit;
 	// 0 when neither is known.
 	QueueAttempts int32
+	// TopicOwner names another resource whose topic the dead-letter topic would be (e.g.
+	// "ShareQueue ns/name"); empty when the name is free.
+	TopicOwner string
 }
 
 // routePlan is the Kafka changes a DeadLetterRoute needs and the status they lead to.
@@ -145,6 +148,13 @@ func planRoute(dlr *kqv1.DeadLetterRoute, obs routeObservation) routePlan {
 		p.Blocked = true
 		p.TopicReady = condInput{metav1.ConditionFalse, kqv1.ReasonTopicNamePrefixRequired, msg}
 		p.RouteActive = condInput{metav1.ConditionFalse, kqv1.ReasonTopicNamePrefixRequired, msg}
+		return p
+	}
+	if obs.TopicOwner != "" {
+		msg := fmt.Sprintf("dead-letter topic %s is the topic of %s on this Kafka cluster; dead records need a topic of their own (set spec.topic.name)", p.TopicName, obs.TopicOwner)
+		p.Blocked = true
+		p.TopicReady = condInput{metav1.ConditionFalse, kqv1.ReasonConflict, msg}
+		p.RouteActive = condInput{metav1.ConditionFalse, kqv1.ReasonConflict, msg}
 		return p
 	}
 	if p.TopicName == obs.QueueTopic {

@@ -140,14 +140,22 @@ func (r *ShareQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	msg := ""
 	if owner := ownerOf(&sq, others); owner != nil {
-		msg := conflictMessage(owner)
+		msg = conflictMessage(owner)
+	} else if route, err := deadLetterTopicOwner(ctx, r.Client, &kc, sq.Status.TopicName); err != nil {
+		return ctrl.Result{}, err
+	} else if route != "" {
+		msg = fmt.Sprintf("topic %s on this Kafka cluster is the dead-letter topic of %s; this ShareQueue makes no Kafka change until it names another topic", sq.Status.TopicName, route)
+	}
+	if msg != "" {
 		prev := findCondition(sq.Status.Conditions, kqv1.ConditionConflict)
 		if prev == nil || prev.Status != metav1.ConditionTrue {
 			r.event(&sq, corev1.EventTypeWarning, kqv1.ReasonConflict, "Reconcile", msg)
 		}
 		setCondition(&sq.Status.Conditions, kqv1.ConditionConflict, condInput{metav1.ConditionTrue, kqv1.ReasonConflict, msg}, gen)
 		setCondition(&sq.Status.Conditions, kqv1.ConditionTopicReady, condInput{metav1.ConditionFalse, kqv1.ReasonConflict, msg}, gen)
+		setCondition(&sq.Status.Conditions, kqv1.ConditionGroupConfigured, condInput{metav1.ConditionFalse, kqv1.ReasonConflict, msg}, gen)
 		setKstatus(&sq.Status.Conditions, condInput{metav1.ConditionFalse, kqv1.ReasonConflict, msg}, true, gen)
 		sq.Status.PlannedChanges = nil
 		return ctrl.Result{}, r.patchStatus(ctx, original, &sq)

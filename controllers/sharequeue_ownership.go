@@ -25,20 +25,28 @@ type claimant struct {
 	what  string // "topic X" or "group Y"
 }
 
-// sameCluster reports whether two ShareQueues' clusters are the same Kafka cluster: the same
-// KafkaCluster object, or KafkaClusters whose probes reported the same cluster id.
+// sameCluster reports whether two ShareQueues' clusters are the same Kafka cluster (sameKafka).
 func (r *ShareQueueReconciler) sameCluster(ctx context.Context, a *kqv1.ShareQueue, aCluster *kqv1.KafkaCluster, b *kqv1.ShareQueue) bool {
 	if a.Namespace == b.Namespace && a.Spec.ClusterRef.Name == b.Spec.ClusterRef.Name {
 		return true
 	}
-	if aCluster == nil || aCluster.Status.ClusterID == "" {
+	return aCluster != nil && sameKafka(ctx, r.Client, aCluster, b.Namespace, b.Spec.ClusterRef.Name)
+}
+
+// sameKafka reports whether KafkaCluster ns/name is the same Kafka cluster as kc: the same
+// object, or one whose probe reported the same cluster id.
+func sameKafka(ctx context.Context, c client.Reader, kc *kqv1.KafkaCluster, ns, name string) bool {
+	if kc.Namespace == ns && kc.Name == name {
+		return true
+	}
+	if kc.Status.ClusterID == "" {
 		return false
 	}
-	var bc kqv1.KafkaCluster
-	if err := r.Get(ctx, types.NamespacedName{Namespace: b.Namespace, Name: b.Spec.ClusterRef.Name}, &bc); err != nil {
+	var other kqv1.KafkaCluster
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &other); err != nil {
 		return false
 	}
-	return bc.Status.ClusterID == aCluster.Status.ClusterID
+	return other.Status.ClusterID == kc.Status.ClusterID
 }
 
 // claimants lists the other live ShareQueues on the same Kafka cluster that name sq's topic

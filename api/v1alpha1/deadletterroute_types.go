@@ -43,7 +43,7 @@ type DeadLetterTopicSpec struct {
 	// +optional
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=100000
+	// +kubebuilder:validation:Maximum=10000
 	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",message="topic.partitions can only grow"
 	Partitions int32 `json:"partitions,omitempty"`
 	// replicationFactor is the replicas per partition. Absent: the brokers' default.

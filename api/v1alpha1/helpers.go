@@ -1,8 +1,11 @@
 package v1alpha1
 
 // OwningRoute returns the DeadLetterRoute that owns a queue among routes naming it: one that
-// is not being deleted, with the oldest creationTimestamp, then the lowest name; nil when
-// none. A queue has one route; the others report Conflict.
+// is not being deleted and, first, one that already acts for the queue (status.effectiveMode
+// set; a route in Conflict clears it), then the oldest creationTimestamp, then the lowest
+// name; nil when none. Preferring the acting route keeps ownership from moving to a route
+// created in the same second (creationTimestamp has one-second resolution). A queue has one
+// route; the others report Conflict.
 func OwningRoute(routes []DeadLetterRoute) *DeadLetterRoute {
 	var first *DeadLetterRoute
 	for i := range routes {
@@ -10,12 +13,21 @@ func OwningRoute(routes []DeadLetterRoute) *DeadLetterRoute {
 		if !c.DeletionTimestamp.IsZero() {
 			continue
 		}
-		if first == nil || c.CreationTimestamp.Before(&first.CreationTimestamp) ||
-			(c.CreationTimestamp.Equal(&first.CreationTimestamp) && c.Name < first.Name) {
+		if first == nil || routeBefore(c, first) {
 			first = c
 		}
 	}
 	return first
+}
+
+func routeBefore(a, b *DeadLetterRoute) bool {
+	if aActs, bActs := a.Status.EffectiveMode != "", b.Status.EffectiveMode != ""; aActs != bActs {
+		return aActs
+	}
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
 }
 
 // ApplicationAttempts is how many deliveries the queue's application gets:

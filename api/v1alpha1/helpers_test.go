@@ -20,6 +20,10 @@ func TestOwningRoute(t *testing.T) {
 		}
 		return d
 	}
+	acting := func(d kqv1.DeadLetterRoute) kqv1.DeadLetterRoute {
+		d.Status.EffectiveMode = kqv1.DeadLetterModeBrokerNative
+		return d
+	}
 	cases := []struct {
 		routes []kqv1.DeadLetterRoute
 		want   string
@@ -29,6 +33,9 @@ func TestOwningRoute(t *testing.T) {
 		{[]kqv1.DeadLetterRoute{route("a", t1, false), route("z", t0, false)}, "z"}, // oldest
 		{[]kqv1.DeadLetterRoute{route("z", t0, true), route("a", t1, false)}, "a"},  // being deleted: skipped
 		{[]kqv1.DeadLetterRoute{route("z", t0, true)}, ""},
+		{[]kqv1.DeadLetterRoute{acting(route("z", t1, false)), route("a", t1, false)}, "z"}, // acting first
+		{[]kqv1.DeadLetterRoute{acting(route("z", t1, false)), route("a", t0, false)}, "z"}, // even over an older one
+		{[]kqv1.DeadLetterRoute{acting(route("z", t1, false)), acting(route("a", t1, false))}, "a"},
 	}
 	for i, c := range cases {
 		got := ""
