@@ -30,7 +30,7 @@ manifests: ## Generate CRDs and RBAC into config/ (controller-gen) and docs/refe
 GENERATED = api/v1alpha1/zz_generated.deepcopy.go config/crd/bases/*.yaml config/rbac/role.yaml config/webhook/manifests.yaml docs/reference.md charts/kafka-queue-operator/files/crds/*.yaml charts/kafka-queue-operator/files/rbac/role.yaml
 
 .PHONY: verify
-verify: fmt vet ## Regenerate DeepCopy, CRDs and RBAC; fail if they were stale.
+verify: fmt vet ## gofmt and go vet, then regenerate DeepCopy, CRDs, RBAC, the webhook config, docs/reference.md and the chart's copies; fail if any were stale.
 	@before=$$(cat $(GENERATED) | sha256sum); \
 	$(MAKE) -s generate manifests >/dev/null; \
 	after=$$(cat $(GENERATED) | sha256sum); \

@@ -55,7 +55,7 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	if !ok {
 		return admission.Allowed("no " + kqv1.QueueAnnotation + " annotation")
 	}
-	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+	for _, c := range pod.Spec.InitContainers {
 		if c.Name == ContainerName {
 			return admission.Allowed("already injected")
 		}
@@ -68,6 +68,9 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	if sidecar == nil {
 		return admission.Allowed("not injected").WithWarnings(warning)
 	}
+	if why := clash(&pod, sidecar); why != "" {
+		return admission.Allowed("not injected").WithWarnings("kafkaqueues.io republisher webhook: " + why + "; the Pod is admitted without a republisher")
+	}
 	mutated := pod.DeepCopy()
 	mutated.Spec.InitContainers = append(mutated.Spec.InitContainers, *sidecar)
 	raw, err := json.Marshal(mutated)
@@ -79,6 +82,35 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 		resp = resp.WithWarnings(warning)
 	}
 	return resp
+}
+
+// clash says why sidecar cannot join pod: an app container of the same name, a port of the
+// sidecar's already declared, or host networking (the sidecar's ports would be the node's).
+func clash(pod *corev1.Pod, sidecar *corev1.Container) string {
+	if pod.Spec.HostNetwork {
+		return "the Pod uses hostNetwork, where the sidecar's ports would bind on the node"
+	}
+	ports := map[int32]bool{}
+	for _, e := range sidecar.Env {
+		if e.Name == "KQO_LISTEN" || e.Name == "KQO_METRICS_BIND_ADDRESS" {
+			if i := strings.LastIndex(e.Value, ":"); i >= 0 {
+				if n, err := strconv.Atoi(e.Value[i+1:]); err == nil {
+					ports[int32(n)] = true
+				}
+			}
+		}
+	}
+	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		if c.Name == sidecar.Name {
+			return fmt.Sprintf("container %q already exists", c.Name)
+		}
+		for _, p := range c.Ports {
+			if ports[p.ContainerPort] || (p.Name != "" && p.Name == sidecar.Ports[0].Name) {
+				return fmt.Sprintf("container %q declares port %d (%s), which the sidecar uses", c.Name, p.ContainerPort, p.Name)
+			}
+		}
+	}
+	return ""
 }
 
 // sidecarFor builds the republisher container for queue in ns, or explains (as a warning)

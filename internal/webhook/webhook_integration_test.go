@@ -197,6 +197,27 @@ func TestInjectsTheRepublisherIntoAnnotatedPods(t *testing.T) {
 		t.Errorf("the app's containers changed: %+v", p.Spec.Containers)
 	}
 
+	// A Pod the sidecar cannot join (a port of the sidecar's taken, host networking, an app
+	// container with the sidecar's name): admitted untouched, with a warning saying why.
+	for _, tc := range []struct {
+		name string
+		mut  func(*corev1.Pod)
+		want string
+	}{
+		{"port", func(p *corev1.Pod) { p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 9787}} }, "declares port 9787"},
+		{"hostnet", func(p *corev1.Pod) { p.Spec.HostNetwork = true }, "hostNetwork"},
+		{"named", func(p *corev1.Pod) { p.Spec.Containers[0].Name = webhook.ContainerName }, "already exists"},
+	} {
+		p := pod("shop", "clash-"+tc.name, map[string]string{kqv1.QueueAnnotation: "orders"})
+		tc.mut(p)
+		if err := c.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if w := strings.Join(warn.take(), "\n"); len(p.Spec.InitContainers) != 0 || !strings.Contains(w, tc.want) {
+			t.Errorf("%s: init containers %d, warning %q, want none and a warning with %q", tc.name, len(p.Spec.InitContainers), w, tc.want)
+		}
+	}
+
 	// Annotated for a queue that does not exist in its namespace: admitted untouched, with a
 	// warning that names the annotation and the namespace.
 	p = pod("elsewhere", "stray", map[string]string{kqv1.QueueAnnotation: "orders"})
