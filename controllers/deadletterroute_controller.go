@@ -472,9 +472,10 @@ func (r *DeadLetterRouteReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&kqv1.DeadLetterRoute{}, builderWithGenerationOrAnnotationChange()).
-		// A route reads its queue's spec, never its status: the queue's status writes (lag,
-		// members, conditions) do not wake its route.
-		Watches(&kqv1.ShareQueue{}, handler.EnqueueRequestsFromMapFunc(r.routesOfQueue), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A route reads its queue's spec and reconcile annotation, not its status: the
+		// queue's status writes (lag, members, conditions) do not wake its route.
+		Watches(&kqv1.ShareQueue{}, handler.EnqueueRequestsFromMapFunc(r.routesOfQueue), builder.WithPredicates(
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&kqv1.KafkaCluster{}, handler.EnqueueRequestsFromMapFunc(r.routesOfCluster)).
 		// A route that loses its owner (deleted) lets the next one take over.
 		Watches(&kqv1.DeadLetterRoute{}, handler.EnqueueRequestsFromMapFunc(r.siblingsOf), builder.WithPredicates(predicate.Funcs{

@@ -139,6 +139,20 @@ func TestDeadLetterRouteRules(t *testing.T) {
 	if topics, err := r.admin.DescribeTopics(ctx, "dlq.watched-"+ns); err != nil || topics["dlq.watched-"+ns].Err == nil {
 		t.Errorf("ObserveOnly: dead-letter topic created (%v)", err)
 	}
+	// Lifting the queue's annotation reaches the route at once (not at the next resync).
+	var wq kqv1.ShareQueue
+	if err := r.k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "watched"}, &wq); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(wq.DeepCopy())
+	delete(wq.Annotations, kqv1.ReconcileAnnotation)
+	if err := r.k8s.Patch(ctx, &wq, patch); err != nil {
+		t.Fatal(err)
+	}
+	r.waitRoute(t, watched, kqv1.ConditionReady, metav1.ConditionTrue)
+	if v := groupDLQ("watched-" + ns); v != "dlq.watched-"+ns {
+		t.Errorf("after the queue's ObserveOnly was lifted the group's %s is %q", dlqTopicNameConfig, v)
+	}
 
 	// 5. A Paused route, and a route with an unknown mode, read and write nothing.
 	queue("held", nil)
