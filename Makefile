@@ -24,10 +24,10 @@ manifests: ## Generate CRDs and RBAC into config/ (controller-gen) and docs/refe
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths="./controllers/...;./internal/webhook/..." output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) webhook paths=./internal/webhook/... output:webhook:artifacts:config=config/webhook
 	go run ./hack/gen-api-reference > docs/reference.md
-	cp config/crd/bases/*.yaml charts/kafka-queue-operator/files/crds/
+	cp config/crd/bases/*.yaml charts/kafka-queue-operator-crds/files/crds/
 	cp config/rbac/role.yaml charts/kafka-queue-operator/files/rbac/role.yaml
 
-GENERATED = api/v1alpha1/zz_generated.deepcopy.go config/crd/bases/*.yaml config/rbac/role.yaml config/webhook/manifests.yaml docs/reference.md charts/kafka-queue-operator/files/crds/*.yaml charts/kafka-queue-operator/files/rbac/role.yaml
+GENERATED = api/v1alpha1/zz_generated.deepcopy.go config/crd/bases/*.yaml config/rbac/role.yaml config/webhook/manifests.yaml docs/reference.md charts/kafka-queue-operator-crds/files/crds/*.yaml charts/kafka-queue-operator/files/rbac/role.yaml
 
 .PHONY: verify
 verify: fmt vet ## gofmt and go vet, then regenerate DeepCopy, CRDs, RBAC, the webhook config, docs/reference.md and the chart's copies; fail if any were stale.
@@ -90,8 +90,10 @@ bench-republisher: rig-bins ## Republisher sidecar throughput (accept, dead-lett
 HELM := go tool -modfile=hack/tools/go.mod helm
 
 .PHONY: helm-lint
-helm-lint: ## Lint and render the chart (helm from the Go module proxy, pinned in hack/tools/go.mod).
-	$(HELM) lint charts/kafka-queue-operator --set kafka.bootstrapServers={kafka:9092}
+helm-lint: ## Lint and render both charts (helm from the Go module proxy, pinned in hack/tools/go.mod).
+	$(HELM) lint --strict charts/kafka-queue-operator-crds
+	$(HELM) lint --strict charts/kafka-queue-operator --set kafka.bootstrapServers={kafka:9092}
+	$(HELM) template kqo-crds charts/kafka-queue-operator-crds --kube-version 1.37.2 >/dev/null
 	$(HELM) template kqo charts/kafka-queue-operator --kube-version 1.37.2 --set kafka.bootstrapServers={kafka:9092} >/dev/null
 
 ##@ Build

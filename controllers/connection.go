@@ -3,8 +3,6 @@ package controllers
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"fmt"
 	"strings"
@@ -13,10 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/twmb/franz-go/pkg/sasl"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
@@ -56,19 +50,21 @@ func clientFor(ctx context.Context, secrets client.Reader, pool *kafka.Pool, kc 
 		return v, nil
 	}
 
+	// The TLS and SASL settings are turned into a *tls.Config and a SASL mechanism by
+	// internal/kafka (the republisher sidecar uses the same code); each part is checked as
+	// soon as it is read, so the first problem found is the one reported.
 	if t := kc.Spec.TLS; t != nil {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+		ts := kafka.TLSSettings{ServerName: t.ServerName}
 		fmt.Fprintf(h, "tls servername=%s\n", t.ServerName)
 		if t.CASecretRef != nil {
 			ca, err := getKey(t.CASecretRef.Name, t.CASecretRef.Key)
 			if err != nil {
 				return nil, err
 			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(ca) {
+			if _, err := (kafka.TLSSettings{CAPEM: ca}).TLSConfig(); err != nil {
 				return nil, &secretError{msg: fmt.Sprintf("Secret %s/%s key %q holds no PEM certificate", kc.Namespace, t.CASecretRef.Name, t.CASecretRef.Key), invalid: true}
 			}
-			tc.RootCAs = pool
+			ts.CAPEM = ca
 			h.Write(ca)
 		}
 		if t.ClientCertSecretName != "" {
@@ -80,15 +76,14 @@ func clientFor(ctx context.Context, secrets client.Reader, pool *kafka.Pool, kc 
 			if err != nil {
 				return nil, err
 			}
-			pair, err := tls.X509KeyPair(crt, key)
-			if err != nil {
+			ts.CertPEM, ts.KeyPEM = crt, key
+			if _, err := ts.TLSConfig(); err != nil {
 				return nil, &secretError{msg: fmt.Sprintf("Secret %s/%s: tls.crt/tls.key do not form a key pair", kc.Namespace, t.ClientCertSecretName), invalid: true}
 			}
-			tc.Certificates = []tls.Certificate{pair}
 			h.Write(crt)
 			h.Write(key)
 		}
-		cfg.TLS = tc
+		cfg.TLS = &ts
 	}
 	if s := kc.Spec.SASL; s != nil {
 		user, err := getKey(s.SecretName, "username")
@@ -102,18 +97,11 @@ func clientFor(ctx context.Context, secrets client.Reader, pool *kafka.Pool, kc 
 		fmt.Fprintf(h, "sasl=%s\n", s.Mechanism)
 		h.Write(user)
 		h.Write(pass)
-		var m sasl.Mechanism
-		switch s.Mechanism {
-		case kqv1.SASLMechanismPlain:
-			m = plain.Auth{User: string(user), Pass: string(pass)}.AsMechanism()
-		case kqv1.SASLMechanismScramSHA256:
-			m = scram.Auth{User: string(user), Pass: string(pass)}.AsSha256Mechanism()
-		case kqv1.SASLMechanismScramSHA512:
-			m = scram.Auth{User: string(user), Pass: string(pass)}.AsSha512Mechanism()
-		default:
+		ss := kafka.SASLSettings{Mechanism: string(s.Mechanism), Username: string(user), Password: string(pass)}
+		if _, err := ss.SASLMechanism(); err != nil {
 			return nil, fmt.Errorf("sasl.mechanism %q is not supported", s.Mechanism)
 		}
-		cfg.SASL = m
+		cfg.SASL = &ss
 	}
 	fp := hex.EncodeToString(h.Sum(nil))
 	return pool.Get(clusterKey(kc), fp, func() (kafka.Config, error) { return cfg, nil })

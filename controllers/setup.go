@@ -53,8 +53,13 @@ func SetupAll(mgr ctrl.Manager, pool *kafka.Pool, opts Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return (&DeadLetterRouteReconciler{
+	if err := (&DeadLetterRouteReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder,
 		ResyncInterval: opts.ResyncInterval, KafkaTimeout: opts.KafkaTimeout, FinalizerTimeout: opts.FinalizerTimeout,
-	}).SetupWithManager(mgr)
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	// Pods admitted without their republisher sidecar (the webhook fails open). The manager's
+	// cache should hold only labelled Pods: build it with CacheByObject.
+	return (&PodReconciler{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr)
 }

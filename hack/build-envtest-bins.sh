@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver and etcd from the Go module proxy and caches them by version
-# outside the clone, so envtest can run with no downloads of prebuilt binaries.
+# Builds kube-apiserver, etcd and kubectl from the Go module proxy and caches them by version
+# outside the clone, so envtest can run with no downloads of prebuilt binaries (kubectl runs
+# the docs' commands verbatim in tests).
 #
 #   hack/build-envtest-bins.sh            # prints the directory holding the binaries
 #
@@ -20,7 +21,7 @@ OUT="$CACHE/envtest/k8s-${KUBE_VERSION}-etcd-${ETCD_VERSION}-r${RECIPE}"
 finish() {
   if command -v setpriv >/dev/null 2>&1; then
     mkdir -p "$OUT/wrapped"
-    for b in kube-apiserver etcd; do
+    for b in kube-apiserver etcd kubectl; do
       [[ -x "$OUT/wrapped/$b" ]] && continue
       # A temp name of its own: test packages run this at the same time.
       tmp="$(mktemp "$OUT/wrapped/$b.XXXXXX")"
@@ -34,7 +35,8 @@ finish() {
   fi
 }
 
-if [[ -x "$OUT/kube-apiserver" && -x "$OUT/etcd" ]]; then
+have_all() { [[ -x "$OUT/kube-apiserver" && -x "$OUT/etcd" && -x "$OUT/kubectl" ]]; }
+if have_all; then
   finish
   exit 0
 fi
@@ -42,7 +44,7 @@ mkdir -p "$OUT"
 # Concurrent test packages may ask at once: one builds, the others wait for it.
 exec 9>"$OUT.lock"
 flock 9
-if [[ -x "$OUT/kube-apiserver" && -x "$OUT/etcd" ]]; then
+if have_all; then
   finish
   exit 0
 fi
@@ -73,8 +75,8 @@ GO
   mv "$OUT/etcd.tmp" "$OUT/etcd"
 fi
 
-if [[ ! -x "$OUT/kube-apiserver" ]]; then
-  log "building kube-apiserver ${KUBE_VERSION}"
+if [[ ! -x "$OUT/kube-apiserver" || ! -x "$OUT/kubectl" ]]; then
+  log "building kube-apiserver and kubectl ${KUBE_VERSION}"
   mkdir -p "$work/kas"
   cd "$work/kas"
   go mod init kqo.local/kas >/dev/null 2>&1
@@ -92,11 +94,20 @@ if [[ ! -x "$OUT/kube-apiserver" ]]; then
 
 package tools
 
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
 GO
   go mod tidy >&2
-  ldflags="-X k8s.io/component-base/version.gitVersion=${KUBE_VERSION} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$KUBE_VERSION" | cut -d. -f2) -X k8s.io/component-base/version/verflag.programName=kube-apiserver"
-  CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$OUT/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver >&2
-  mv "$OUT/kube-apiserver.tmp" "$OUT/kube-apiserver"
+  ldflags="-X k8s.io/component-base/version.gitVersion=${KUBE_VERSION} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$KUBE_VERSION" | cut -d. -f2)"
+  if [[ ! -x "$OUT/kube-apiserver" ]]; then
+    CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags -X k8s.io/component-base/version/verflag.programName=kube-apiserver" -o "$OUT/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver >&2
+    mv "$OUT/kube-apiserver.tmp" "$OUT/kube-apiserver"
+  fi
+  # kubectl reports its version from k8s.io/client-go/pkg/version.
+  kubectl_ldflags="-X k8s.io/client-go/pkg/version.gitVersion=${KUBE_VERSION} -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$(echo "$KUBE_VERSION" | cut -d. -f2) $ldflags"
+  CGO_ENABLED=0 go build -trimpath -ldflags "$kubectl_ldflags" -o "$OUT/kubectl.tmp" k8s.io/kubernetes/cmd/kubectl >&2
+  mv "$OUT/kubectl.tmp" "$OUT/kubectl"
 fi
 finish

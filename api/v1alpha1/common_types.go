@@ -17,8 +17,24 @@ const (
 	// ReconcileAnnotation selects how the operator treats a resource: Active (default),
 	// Paused, ObserveOnly or Plan.
 	ReconcileAnnotation = "kafkaqueues.io/reconcile"
-	// QueueAnnotation on a Pod names the ShareQueue whose republisher sidecar it gets.
+	// QueueAnnotation on a Pod names the ShareQueue whose republisher sidecar it gets, for
+	// names longer than a label value allows (63 characters): the Pod then carries the
+	// QueueLabel with an empty value and the name in this annotation.
 	QueueAnnotation = "kafkaqueues.io/queue"
+)
+
+// Labels understood or written by the operator.
+const (
+	// QueueLabel on a Pod names the ShareQueue whose republisher sidecar it gets. It is a label
+	// (not only an annotation) because the webhook's objectSelector can match labels only: the
+	// apiserver sends the webhook just the Pods that carry it. An empty value means the name is
+	// in QueueAnnotation.
+	QueueLabel = "kafkaqueues.io/queue"
+	// RepublisherLabel is set to "injected" on every Pod the webhook gave a sidecar, so a
+	// PodMonitor can select the sidecars' metrics port (kqo-metrics).
+	RepublisherLabel = "kafkaqueues.io/republisher"
+	// RepublisherInjected is RepublisherLabel's value.
+	RepublisherInjected = "injected"
 )
 
 // Values of the kafkaqueues.io/reconcile annotation.

@@ -293,10 +293,11 @@ type KafkaClusterStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=kc,categories=kafkaqueues
+// +kubebuilder:resource:shortName=kqc,categories=kafkaqueues
 // +kubebuilder:printcolumn:name="Brokers",type=integer,JSONPath=`.status.brokerCount`
 // +kubebuilder:printcolumn:name="ShareVersion",type=integer,JSONPath=`.status.shareVersion`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type KafkaCluster struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -79,7 +79,11 @@ func main() {
 		},
 		// managedFields are never read; dropping them from the informer cache keeps the
 		// manager's memory proportional to what it uses (about a third less per ShareQueue).
-		Cache:                   cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		// Pods are cached only when labelled kafkaqueues.io/queue (controllers.CacheByObject).
+		Cache: cache.Options{
+			DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject:         controllers.CacheByObject(),
+		},
 		HealthProbeBindAddress:  probeAddr,
 		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,
@@ -107,6 +111,10 @@ func main() {
 	}
 	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))
 	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
+	if wh.CertManagement != webhook.CertsOff && wh.CertManagement != "" {
+		// Not ready until the webhook serves with a valid certificate.
+		utilruntime.Must(mgr.AddReadyzCheck("webhook", webhook.ReadyCheck(wh)))
+	}
 	setupLog.Info("starting manager")
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		setupLog.Error(err, "manager exited")

@@ -2,7 +2,16 @@
 // (share.version below 2). It consumes a ShareQueue's share group for the application, serves
 // records over a local HTTP API (api/republisher/openapi.yaml) and writes dead records to the
 // route's topic before accepting them. Every flag also reads an environment variable, which is
-// how the injecting webhook configures it.
+// how the injecting webhook configures it; the SASL credentials are read from the environment
+// only (KQO_SASL_USERNAME, KQO_SASL_PASSWORD: the webhook points them at the KafkaCluster's
+// Secret with secretKeyRef), never from flags, and are never logged.
+//
+// Probes: /healthz (the process serves) and /readyz (200 once the application API accepts
+// connections, 503 before and once shutdown begins) are served on the metrics listener
+// (--metrics-bind-address, :9787, all interfaces, so the kubelet reaches them while the API
+// stays on loopback). With metrics disabled ("0") they are served only on
+// --health-bind-address; that flag also moves them to a listener of their own when set to
+// another address, and "0" turns them off.
 package main
 
 import (
@@ -10,11 +19,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,7 +53,35 @@ func envInt(name string, def int) int {
 	return def
 }
 
+// envErrs collects environment values that do not parse where silently ignoring them would
+// change what the sidecar connects to (a KQO_TLS=yes taken as false would speak plaintext).
+var envErrs []error
+
+func envBool(name string, def bool) bool {
+	if v, ok := os.LookupEnv(name); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			envErrs = append(envErrs, fmt.Errorf("%s=%q is not a boolean", name, v))
+			return def
+		}
+		return b
+	}
+	return def
+}
+
+// security is how the sidecar authenticates to the brokers: file paths and names from flags,
+// credentials from the environment.
+type security struct {
+	TLS                       bool
+	CAFile, CertFile, KeyFile string
+	ServerName                string
+	SASLMechanism             string
+	SASLUsername              string
+	SASLPassword              string
+}
+
 func main() {
+	var sec security
 	var (
 		bootstrap   = flag.String("bootstrap-servers", envOr("KQO_BOOTSTRAP_SERVERS", ""), "Kafka bootstrap servers, comma-separated (env KQO_BOOTSTRAP_SERVERS).")
 		topic       = flag.String("topic", envOr("KQO_TOPIC", ""), "The queue's topic (env KQO_TOPIC).")
@@ -53,29 +92,143 @@ func main() {
 		members     = flag.Int("members", envInt("KQO_MEMBERS", 4), "Share-group members, i.e. batches the application can hold at once (env KQO_MEMBERS).")
 		maxRecords  = flag.Int("max-records", envInt("KQO_MAX_RECORDS", 100), "Most records one receive returns (env KQO_MAX_RECORDS).")
 		listen      = flag.String("listen", envOr("KQO_LISTEN", "127.0.0.1:8787"), "Address of the application API; loopback by default, as the app is in the same Pod (env KQO_LISTEN).")
-		metricsAddr = flag.String("metrics-bind-address", envOr("KQO_METRICS_BIND_ADDRESS", ":9787"), "Address of /metrics; \"0\" disables it (env KQO_METRICS_BIND_ADDRESS).")
+		metricsAddr = flag.String("metrics-bind-address", envOr("KQO_METRICS_BIND_ADDRESS", ":9787"), "Address of /metrics, and of the /healthz and /readyz probes unless --health-bind-address moves them; \"0\" disables it (env KQO_METRICS_BIND_ADDRESS).")
+		healthAddr  = flag.String("health-bind-address", envOr("KQO_HEALTH_BIND_ADDRESS", ""), "Address of /healthz and /readyz (ready once the API accepts connections); empty: on the metrics listener, or nowhere when metrics are disabled; \"0\": off (env KQO_HEALTH_BIND_ADDRESS).")
 	)
+	flag.BoolVar(&sec.TLS, "tls", envBool("KQO_TLS", false), "Connect to the brokers with TLS; implied by any --tls-* flag (env KQO_TLS).")
+	flag.StringVar(&sec.CAFile, "tls-ca-file", envOr("KQO_TLS_CA_FILE", ""), "PEM CA bundle the brokers' certificates must chain to; empty: the system roots (env KQO_TLS_CA_FILE).")
+	flag.StringVar(&sec.CertFile, "tls-cert-file", envOr("KQO_TLS_CERT_FILE", ""), "PEM client certificate for mutual TLS, with --tls-key-file (env KQO_TLS_CERT_FILE).")
+	flag.StringVar(&sec.KeyFile, "tls-key-file", envOr("KQO_TLS_KEY_FILE", ""), "PEM private key of --tls-cert-file (env KQO_TLS_KEY_FILE).")
+	flag.StringVar(&sec.ServerName, "tls-server-name", envOr("KQO_TLS_SERVER_NAME", ""), "Name checked against the brokers' certificates instead of each address's host (env KQO_TLS_SERVER_NAME).")
+	flag.StringVar(&sec.SASLMechanism, "sasl-mechanism", envOr("KQO_SASL_MECHANISM", ""), "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; the credentials come from the environment only, KQO_SASL_USERNAME and KQO_SASL_PASSWORD (env KQO_SASL_MECHANISM).")
+	sec.SASLUsername, sec.SASLPassword = os.Getenv("KQO_SASL_USERNAME"), os.Getenv("KQO_SASL_PASSWORD")
 	if v, ok := os.LookupEnv("KQO_LEASE"); ok {
 		if d, err := time.ParseDuration(v); err == nil {
 			*lease = d
 		}
 	}
 	flag.Parse()
-	if err := run(*bootstrap, republisher.Options{Topic: *topic, Group: *group, DeadLetterTopic: *dlq, MaxDeliveryAttempts: int32(*maxAttempts),
-		Lease: *lease, Members: *members, MaxRecords: *maxRecords}, *listen, *metricsAddr); err != nil {
+	if err := errors.Join(envErrs...); err != nil {
+		fmt.Fprintln(os.Stderr, "republisher:", err)
+		os.Exit(2)
+	}
+	cfg, err := connection(*bootstrap, sec)
+	if err == nil {
+		err = run(cfg, republisher.Options{Topic: *topic, Group: *group, DeadLetterTopic: *dlq, MaxDeliveryAttempts: int32(*maxAttempts),
+			Lease: *lease, Members: *members, MaxRecords: *maxRecords}, *listen, *metricsAddr, *healthAddr)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "republisher:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bootstrap string, opts republisher.Options, listen, metricsAddr string) error {
+// connection is the Kafka configuration: bootstrap servers, and TLS and SASL as
+// internal/kafka builds them for the manager too. Files are read here, once; a file that does
+// not hold what it should fails the start with its path (never its content).
+func connection(bootstrap string, sec security) (kafka.Config, error) {
 	if bootstrap == "" {
-		return errors.New("--bootstrap-servers (KQO_BOOTSTRAP_SERVERS) is required")
+		return kafka.Config{}, errors.New("--bootstrap-servers (KQO_BOOTSTRAP_SERVERS) is required")
 	}
+	cfg := kafka.Config{BootstrapServers: strings.Split(bootstrap, ","), ClientID: "kafka-queue-republisher"}
+	if sec.TLS || sec.CAFile != "" || sec.CertFile != "" || sec.KeyFile != "" || sec.ServerName != "" {
+		ts := kafka.TLSSettings{ServerName: sec.ServerName}
+		if (sec.CertFile == "") != (sec.KeyFile == "") {
+			return kafka.Config{}, errors.New("--tls-cert-file (KQO_TLS_CERT_FILE) and --tls-key-file (KQO_TLS_KEY_FILE) go together")
+		}
+		read := func(flag, path string) ([]byte, error) {
+			if path == "" {
+				return nil, nil
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return nil, fmt.Errorf("--%s: %w", flag, err)
+			}
+			return b, nil
+		}
+		var err error
+		if ts.CAPEM, err = read("tls-ca-file", sec.CAFile); err != nil {
+			return kafka.Config{}, err
+		}
+		if ts.CertPEM, err = read("tls-cert-file", sec.CertFile); err != nil {
+			return kafka.Config{}, err
+		}
+		if ts.KeyPEM, err = read("tls-key-file", sec.KeyFile); err != nil {
+			return kafka.Config{}, err
+		}
+		if _, err := ts.TLSConfig(); err != nil {
+			switch {
+			case errors.Is(err, kafka.ErrNoPEMCertificate):
+				return kafka.Config{}, fmt.Errorf("--tls-ca-file %s holds no PEM certificate", sec.CAFile)
+			case errors.Is(err, kafka.ErrKeyPair):
+				return kafka.Config{}, fmt.Errorf("--tls-cert-file %s and --tls-key-file %s do not form a key pair", sec.CertFile, sec.KeyFile)
+			}
+			return kafka.Config{}, err
+		}
+		cfg.TLS = &ts
+	}
+	if sec.SASLMechanism != "" || sec.SASLUsername != "" || sec.SASLPassword != "" {
+		if sec.SASLMechanism == "" {
+			return kafka.Config{}, errors.New("KQO_SASL_USERNAME or KQO_SASL_PASSWORD is set but --sasl-mechanism (KQO_SASL_MECHANISM) is not")
+		}
+		if sec.SASLUsername == "" || sec.SASLPassword == "" {
+			return kafka.Config{}, fmt.Errorf("--sasl-mechanism %s needs KQO_SASL_USERNAME and KQO_SASL_PASSWORD in the environment", sec.SASLMechanism)
+		}
+		ss := kafka.SASLSettings{Mechanism: sec.SASLMechanism, Username: sec.SASLUsername, Password: sec.SASLPassword}
+		if _, err := ss.SASLMechanism(); err != nil {
+			return kafka.Config{}, fmt.Errorf("--sasl-mechanism: %w", err)
+		}
+		cfg.SASL = &ss
+	}
+	return cfg, nil
+}
+
+// health answers the kubelet's probes. /healthz: 200 while the process serves. /readyz: 200
+// once the application API accepts connections, 503 before that and again once shutdown
+// begins; the webhook points the sidecar's startupProbe at it, so a native sidecar holds the
+// application's containers back until its API answers.
+type health struct{ ready atomic.Bool }
+
+func (h *health) register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !h.ready.Load() {
+			http.Error(w, "the application API is not accepting connections", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+}
+
+// serveAPI binds the application API and starts serving it; h turns ready once the listener
+// accepts connections. Serve's end is sent to errc.
+func serveAPI(addr string, handler http.Handler, h *health, errc chan<- error) (*http.Server, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("application API: %w", err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	h.ready.Store(true) // the kernel queues connections from here on; Serve takes them
+	go func() { errc <- srv.Serve(l) }()
+	return srv, nil
+}
+
+// serveAux binds a listener for /metrics and/or the probes.
+func serveAux(addr string, mux *http.ServeMux, errc chan<- error) (*http.Server, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { errc <- srv.Serve(l) }()
+	return srv, nil
+}
+
+func run(cfg kafka.Config, opts republisher.Options, listen, metricsAddr, healthAddr string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	opts.Registerer = reg
-	rp, err := republisher.New(kafka.Config{BootstrapServers: strings.Split(bootstrap, ","), ClientID: "kafka-queue-republisher"}, opts)
+	rp, err := republisher.New(cfg, opts)
 	if err != nil {
 		return err
 	}
@@ -83,35 +236,74 @@ func run(bootstrap string, opts republisher.Options, listen, metricsAddr string)
 	defer stop()
 	go rp.Run(ctx)
 
-	api := &http.Server{Addr: listen, Handler: rp.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 2)
-	go func() { errc <- api.ListenAndServe() }()
-	var metrics *http.Server
+	// The probes and metrics listen first, so /readyz answers 503 until the API is up.
+	h := &health{}
+	errc := make(chan error, 3)
+	var aux []*http.Server
+	healthOnMetrics := healthAddr == "" || healthAddr == metricsAddr
 	if metricsAddr != "0" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		metrics = &http.Server{Addr: metricsAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() { errc <- metrics.ListenAndServe() }()
+		if healthOnMetrics {
+			h.register(mux)
+		}
+		srv, err := serveAux(metricsAddr, mux, errc)
+		if err != nil {
+			rp.Shutdown(context.Background())
+			return fmt.Errorf("metrics: %w", err)
+		}
+		aux = append(aux, srv)
 	}
-	fmt.Fprintf(os.Stderr, "republisher: serving %s for group %s on %s, dead letters to %s\n", opts.Topic, opts.Group, listen, opts.DeadLetterTopic)
+	if healthAddr != "" && healthAddr != "0" && !healthOnMetrics {
+		mux := http.NewServeMux()
+		h.register(mux)
+		srv, err := serveAux(healthAddr, mux, errc)
+		if err != nil {
+			rp.Shutdown(context.Background())
+			return fmt.Errorf("health probes: %w", err)
+		}
+		aux = append(aux, srv)
+	}
+	api, err := serveAPI(listen, rp.Handler(), h, errc)
+	if err != nil {
+		rp.Shutdown(context.Background())
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "republisher: serving %s for group %s on %s, dead letters to %s (%s)\n", opts.Topic, opts.Group, listen, opts.DeadLetterTopic, describe(cfg))
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
+	h.ready.Store(false)
 	// End the long-polls and stop handing out records, stop taking requests (acks in flight
 	// finish), then give every held record back and close. Each step has its own bound, so a
 	// slow one does not leave the last without time to flush the acks; together they fit a
 	// Pod's default 30s grace period.
 	within(3*time.Second, rp.Drain)
 	within(5*time.Second, func(ctx context.Context) { _ = api.Shutdown(ctx) })
-	if metrics != nil {
-		within(time.Second, func(ctx context.Context) { _ = metrics.Shutdown(ctx) })
+	for _, srv := range aux {
+		within(time.Second, func(ctx context.Context) { _ = srv.Shutdown(ctx) })
 	}
 	within(20*time.Second, rp.Shutdown)
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
 	return err
+}
+
+// describe names the connection's security for the start line; never a credential.
+func describe(cfg kafka.Config) string {
+	parts := []string{"plaintext"}
+	if cfg.TLS != nil {
+		parts[0] = "TLS"
+		if len(cfg.TLS.CertPEM) > 0 {
+			parts[0] = "mutual TLS"
+		}
+	}
+	if cfg.SASL != nil {
+		parts = append(parts, "SASL "+cfg.SASL.Mechanism)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // within runs f with a context that ends after d.

@@ -6,7 +6,6 @@ package kafka
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"time"
@@ -14,17 +13,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl"
 )
 
 // Config is how to reach one cluster.
 type Config struct {
 	// BootstrapServers are host:port seeds.
 	BootstrapServers []string
-	// TLS, when non-nil, enables TLS with this configuration.
-	TLS *tls.Config
-	// SASL, when non-nil, authenticates with this mechanism.
-	SASL sasl.Mechanism
+	// TLS, when non-nil, enables TLS with these settings (see TLSSettings.TLSConfig).
+	TLS *TLSSettings
+	// SASL, when non-nil, authenticates with these credentials (see SASLSettings.SASLMechanism).
+	SASL *SASLSettings
 	// ClientID is sent to the brokers; default "kafka-queue-operator".
 	ClientID string
 	// RequestTimeout bounds each admin call's retries (kgo.RetryTimeout); default 15s.
@@ -64,10 +62,18 @@ func baseOpts(cfg Config) ([]kgo.Opt, error) {
 		kgo.MetadataMinAge(time.Second),
 	}
 	if cfg.TLS != nil {
-		opts = append(opts, kgo.DialTLSConfig(cfg.TLS))
+		tc, err := cfg.TLS.TLSConfig()
+		if err != nil {
+			return nil, fmt.Errorf("kafka: TLS: %w", err)
+		}
+		opts = append(opts, kgo.DialTLSConfig(tc))
 	}
 	if cfg.SASL != nil {
-		opts = append(opts, kgo.SASL(cfg.SASL))
+		m, err := cfg.SASL.SASLMechanism()
+		if err != nil {
+			return nil, fmt.Errorf("kafka: %w", err)
+		}
+		opts = append(opts, kgo.SASL(m))
 	}
 	if len(cfg.Hooks) > 0 {
 		hooks := make([]kgo.Hook, len(cfg.Hooks))

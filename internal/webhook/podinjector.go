@@ -1,7 +1,20 @@
 // Package webhook holds the operator's mutating admission webhook: it injects the republisher
-// sidecar into Pods annotated kafkaqueues.io/queue=<ShareQueue> whose queue has a
+// sidecar into Pods labelled kafkaqueues.io/queue=<ShareQueue> whose queue has a
 // DeadLetterRoute in Republisher mode. It never blocks a Pod: anything it cannot do becomes an
 // admission warning and the Pod is admitted as it came.
+//
+// Opting in: the label kafkaqueues.io/queue names the queue; the webhook configuration's
+// objectSelector sends the apiserver's Pods carrying it, and only those. A queue name longer
+// than a label value allows (63 characters) goes in the annotation of the same key, with the
+// label present and empty. A Pod with only the annotation is still handled as before when it
+// reaches the webhook (no objectSelector, or an older configuration).
+//
+// The sidecar reaches the brokers the way the KafkaCluster says: TLS material from its
+// Secrets mounted as read-only secret volumes into the sidecar alone (volumes named kqo-*),
+// SASL credentials as environment variables with secretKeyRef. No Secret value is ever
+// written into the Pod. Its securityContext satisfies the Pod Security "restricted" profile on
+// its own, and its startupProbe (/readyz on the kqo-metrics port) holds the application's
+// containers back until the sidecar's API answers.
 package webhook
 
 import (
@@ -17,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -28,6 +42,28 @@ const ContainerName = "kqo-republisher"
 
 // Path is where the webhook is served.
 const Path = "/mutate-v1-pod"
+
+// MetricsPortName names the sidecar's metrics and probe port.
+const MetricsPortName = "kqo-metrics"
+
+// Volumes the webhook adds for the sidecar (a Pod that already has a volume of one of these
+// names is admitted without a sidecar), and where the sidecar mounts them read-only.
+const (
+	// VolumeKafkaCA holds the KafkaCluster's spec.tls.caSecretRef key, as file CAFile.
+	VolumeKafkaCA = "kqo-kafka-ca"
+	// VolumeKafkaClientCert holds tls.crt and tls.key of spec.tls.clientCertSecretName.
+	VolumeKafkaClientCert = "kqo-kafka-client-cert"
+	// MountKafkaCA and MountKafkaClientCert are the sidecar's mount paths.
+	MountKafkaCA         = "/var/run/secrets/kafkaqueues.io/kafka-ca"
+	MountKafkaClientCert = "/var/run/secrets/kafkaqueues.io/kafka-client-cert"
+	// CAFile is the CA bundle's file name in VolumeKafkaCA, whatever the Secret's key.
+	CAFile = "ca.crt"
+)
+
+// The webhook configuration should carry an objectSelector on the QueueLabel (matchExpressions
+// key kafkaqueues.io/queue, operator Exists), so the apiserver calls the webhook for opted-in
+// Pods only. controller-gen's webhook marker cannot express an objectSelector, so it is added
+// to the generated configuration outside this marker.
 
 // +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=ignore,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=republisher.kafkaqueues.io,admissionReviewVersions=v1,timeoutSeconds=5,reinvocationPolicy=Never
 
@@ -41,7 +77,8 @@ type PodInjector struct {
 	Image string
 	// APIPort is the port the sidecar serves the application on (127.0.0.1), default 8787.
 	APIPort int
-	// MetricsPort is the sidecar's /metrics port, default 9787.
+	// MetricsPort is the sidecar's /metrics and probe (/healthz, /readyz) port on all
+	// interfaces, named kqo-metrics; default 9787.
 	MetricsPort int
 }
 
@@ -51,9 +88,16 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
 		return admission.Allowed("not a decodable Pod").WithWarnings(fmt.Sprintf("kafkaqueues.io republisher webhook: cannot decode the Pod (%v); admitted unchanged", err))
 	}
-	queue, ok := pod.Annotations[kqv1.QueueAnnotation]
-	if !ok {
-		return admission.Allowed("no " + kqv1.QueueAnnotation + " annotation")
+	queue, source, why := queueOf(&pod)
+	if why != "" {
+		return admission.Allowed("no queue named").WithWarnings("kafkaqueues.io republisher webhook: " + why + "; the Pod is admitted without a republisher")
+	}
+	if queue == "" {
+		return admission.Allowed("no " + kqv1.QueueLabel + " label")
+	}
+	var warnings []string
+	if a, ok := pod.Annotations[kqv1.QueueAnnotation]; ok && a != "" && a != queue {
+		warnings = append(warnings, fmt.Sprintf("kafkaqueues.io republisher webhook: annotation %s=%q differs from the label, which names %q and wins", kqv1.QueueAnnotation, a, queue))
 	}
 	for _, c := range pod.Spec.InitContainers {
 		if c.Name == ContainerName {
@@ -64,31 +108,73 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	if ns == "" {
 		ns = pod.Namespace
 	}
-	sidecar, warning := p.sidecarFor(ctx, ns, queue)
-	if sidecar == nil {
-		return admission.Allowed("not injected").WithWarnings(warning)
+	inj, warning := p.sidecarFor(ctx, ns, queue, source)
+	if inj == nil {
+		return admission.Allowed("not injected").WithWarnings(append(warnings, warning)...)
 	}
-	if why := clash(&pod, sidecar); why != "" {
-		return admission.Allowed("not injected").WithWarnings("kafkaqueues.io republisher webhook: " + why + "; the Pod is admitted without a republisher")
+	if why := clash(&pod, inj); why != "" {
+		return admission.Allowed("not injected").WithWarnings(append(warnings, "kafkaqueues.io republisher webhook: "+why+"; the Pod is admitted without a republisher")...)
 	}
 	mutated := pod.DeepCopy()
-	mutated.Spec.InitContainers = append(mutated.Spec.InitContainers, *sidecar)
+	mutated.Spec.InitContainers = append(mutated.Spec.InitContainers, inj.container)
+	mutated.Spec.Volumes = append(mutated.Spec.Volumes, inj.volumes...)
+	if mutated.Labels == nil {
+		mutated.Labels = map[string]string{}
+	}
+	mutated.Labels[kqv1.RepublisherLabel] = kqv1.RepublisherInjected
 	raw, err := json.Marshal(mutated)
 	if err != nil {
-		return admission.Allowed("not injected").WithWarnings(fmt.Sprintf("kafkaqueues.io republisher webhook: %v; admitted unchanged", err))
+		return admission.Allowed("not injected").WithWarnings(append(warnings, fmt.Sprintf("kafkaqueues.io republisher webhook: %v; admitted unchanged", err))...)
 	}
 	resp := admission.PatchResponseFromRaw(req.Object.Raw, raw)
-	if warning != "" {
-		resp = resp.WithWarnings(warning)
+	if len(warnings) > 0 {
+		resp = resp.WithWarnings(warnings...)
 	}
 	return resp
 }
 
-// clash says why sidecar cannot join pod: an app container of the same name, a port of the
-// sidecar's already declared, or host networking (the sidecar's ports would be the node's).
-func clash(pod *corev1.Pod, sidecar *corev1.Container) string {
+// queueOf is the queue a Pod names and where it names it (for warnings): the label
+// kafkaqueues.io/queue; when the label is empty, the annotation of the same key (names longer
+// than 63 characters); without the label, the annotation alone. An empty queue and no why: the
+// Pod names no queue. why says why a Pod that opted in names none.
+func queueOf(pod *corev1.Pod) (queue, source, why string) {
+	label, labelled := pod.Labels[kqv1.QueueLabel]
+	ann, annotated := pod.Annotations[kqv1.QueueAnnotation]
+	switch {
+	case labelled && label != "":
+		return label, fmt.Sprintf("label %s=%q", kqv1.QueueLabel, label), ""
+	case labelled && ann != "":
+		return ann, fmt.Sprintf("annotation %s=%q (the label is empty)", kqv1.QueueAnnotation, ann), ""
+	case labelled:
+		return "", "", fmt.Sprintf("label %s is empty and no annotation %s names the queue (the annotation carries names longer than 63 characters)", kqv1.QueueLabel, kqv1.QueueAnnotation)
+	case annotated && ann != "":
+		return ann, fmt.Sprintf("annotation %s=%q", kqv1.QueueAnnotation, ann), ""
+	case annotated:
+		return "", "", fmt.Sprintf("annotation %s is empty", kqv1.QueueAnnotation)
+	}
+	return "", "", ""
+}
+
+// injection is what the webhook adds to a Pod: the sidecar and the volumes only it mounts.
+type injection struct {
+	container corev1.Container
+	volumes   []corev1.Volume
+}
+
+// clash says why the injection cannot join pod: an app container of the same name, a port of
+// the sidecar's already declared, a volume of the sidecar's name, or host networking (the
+// sidecar's ports would be the node's).
+func clash(pod *corev1.Pod, inj *injection) string {
+	sidecar := &inj.container
 	if pod.Spec.HostNetwork {
 		return "the Pod uses hostNetwork, where the sidecar's ports would bind on the node"
+	}
+	for _, v := range inj.volumes {
+		for _, pv := range pod.Spec.Volumes {
+			if pv.Name == v.Name {
+				return fmt.Sprintf("volume %q already exists (the sidecar's volumes are named kqo-*)", v.Name)
+			}
+		}
 	}
 	ports := map[int32]bool{}
 	for _, e := range sidecar.Env {
@@ -113,16 +199,16 @@ func clash(pod *corev1.Pod, sidecar *corev1.Container) string {
 	return ""
 }
 
-// sidecarFor builds the republisher container for queue in ns, or explains (as a warning)
-// why there is none.
-func (p *PodInjector) sidecarFor(ctx context.Context, ns, queue string) (*corev1.Container, string) {
-	warn := func(format string, args ...any) (*corev1.Container, string) {
+// sidecarFor builds the republisher container (and its volumes) for queue in ns, or explains
+// (as a warning) why there is none. source says where the Pod named the queue.
+func (p *PodInjector) sidecarFor(ctx context.Context, ns, queue, source string) (*injection, string) {
+	warn := func(format string, args ...any) (*injection, string) {
 		return nil, "kafkaqueues.io republisher webhook: " + fmt.Sprintf(format, args...) + "; the Pod is admitted without a republisher"
 	}
 	var sq kqv1.ShareQueue
 	if err := p.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: queue}, &sq); err != nil {
 		if apierrors.IsNotFound(err) {
-			return warn("annotation %s=%q names no ShareQueue in namespace %s", kqv1.QueueAnnotation, queue, ns)
+			return warn("%s names no ShareQueue in namespace %s", source, ns)
 		}
 		return warn("reading ShareQueue %s/%s: %v", ns, queue, err)
 	}
@@ -163,9 +249,6 @@ func (p *PodInjector) sidecarFor(ctx context.Context, ns, queue string) (*corev1
 	if err := p.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: sq.Spec.ClusterRef.Name}, &kc); err != nil {
 		return warn("reading KafkaCluster %s/%s: %v", ns, sq.Spec.ClusterRef.Name, err)
 	}
-	if kc.Spec.TLS != nil || kc.Spec.SASL != nil {
-		return warn("KafkaCluster %s uses TLS or SASL, which the republisher does not support yet", kc.Name)
-	}
 	attempts, ok := sq.ApplicationAttempts(kc.Status)
 	if !ok {
 		return warn("the delivery limit of ShareQueue %s is unknown (spec.delivery.maxDeliveryAttempts is absent and the cluster reports no default)", queue)
@@ -201,10 +284,20 @@ func (p *PodInjector) sidecarFor(ctx context.Context, ns, queue string) (*corev1
 			{Name: "KQO_LISTEN", Value: fmt.Sprintf("127.0.0.1:%d", apiPort)},
 			{Name: "KQO_METRICS_BIND_ADDRESS", Value: fmt.Sprintf(":%d", metricsPort)},
 		},
-		Ports: []corev1.ContainerPort{{Name: "kqo-metrics", ContainerPort: int32(metricsPort)}},
+		Ports: []corev1.ContainerPort{{Name: MetricsPortName, ContainerPort: int32(metricsPort)}},
+		// Pod Security "restricted" on its own, whatever the Pod sets: the image runs as
+		// 65532 (distroless nonroot), so no runAsUser is needed.
 		SecurityContext: &corev1.SecurityContext{
 			AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes, RunAsNonRoot: &yes,
-			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		// A native sidecar's startup probe gates the next containers: the application starts
+		// once the sidecar's API accepts connections (/readyz on the metrics port, as the API
+		// itself listens on loopback only).
+		StartupProbe: &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString(MetricsPortName)}},
+			PeriodSeconds: 1, TimeoutSeconds: 1, FailureThreshold: 120,
 		},
 	}
 	if rs := route.Spec.Republisher; rs != nil {
@@ -219,7 +312,45 @@ func (p *PodInjector) sidecarFor(ctx context.Context, ns, queue string) (*corev1
 	if sq.Status.TopicName == "" || sq.Status.GroupID == "" {
 		c.Env[1].Value, c.Env[2].Value = topicOrName(sq.Spec.Topic.Name, sq.Name), topicOrName(sq.Spec.GroupID, sq.Name)
 	}
-	return c, ""
+	inj := &injection{}
+	addSecurity(c, inj, &kc)
+	inj.container = *c
+	return inj, ""
+}
+
+// addSecurity gives the sidecar the KafkaCluster's TLS and SASL settings by reference: secret
+// volumes (only the keys it needs) mounted read-only into the sidecar alone, and secretKeyRef
+// environment variables. The Secrets are in the Pod's namespace, which is the KafkaCluster's.
+func addSecurity(c *corev1.Container, inj *injection, kc *kqv1.KafkaCluster) {
+	if t := kc.Spec.TLS; t != nil {
+		c.Env = append(c.Env, corev1.EnvVar{Name: "KQO_TLS", Value: "true"})
+		if t.CASecretRef != nil {
+			inj.volumes = append(inj.volumes, corev1.Volume{Name: VolumeKafkaCA, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName: t.CASecretRef.Name, Items: []corev1.KeyToPath{{Key: t.CASecretRef.Key, Path: CAFile}}}}})
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: VolumeKafkaCA, MountPath: MountKafkaCA, ReadOnly: true})
+			c.Env = append(c.Env, corev1.EnvVar{Name: "KQO_TLS_CA_FILE", Value: MountKafkaCA + "/" + CAFile})
+		}
+		if t.ClientCertSecretName != "" {
+			inj.volumes = append(inj.volumes, corev1.Volume{Name: VolumeKafkaClientCert, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName: t.ClientCertSecretName, Items: []corev1.KeyToPath{{Key: corev1.TLSCertKey, Path: corev1.TLSCertKey}, {Key: corev1.TLSPrivateKeyKey, Path: corev1.TLSPrivateKeyKey}}}}})
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: VolumeKafkaClientCert, MountPath: MountKafkaClientCert, ReadOnly: true})
+			c.Env = append(c.Env,
+				corev1.EnvVar{Name: "KQO_TLS_CERT_FILE", Value: MountKafkaClientCert + "/" + corev1.TLSCertKey},
+				corev1.EnvVar{Name: "KQO_TLS_KEY_FILE", Value: MountKafkaClientCert + "/" + corev1.TLSPrivateKeyKey})
+		}
+		if t.ServerName != "" {
+			c.Env = append(c.Env, corev1.EnvVar{Name: "KQO_TLS_SERVER_NAME", Value: t.ServerName})
+		}
+	}
+	if s := kc.Spec.SASL; s != nil {
+		ref := func(key string) *corev1.EnvVarSource {
+			return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: s.SecretName}, Key: key}}
+		}
+		c.Env = append(c.Env,
+			corev1.EnvVar{Name: "KQO_SASL_MECHANISM", Value: string(s.Mechanism)},
+			corev1.EnvVar{Name: "KQO_SASL_USERNAME", ValueFrom: ref("username")},
+			corev1.EnvVar{Name: "KQO_SASL_PASSWORD", ValueFrom: ref("password")})
+	}
 }
 
 // leaseOf is the queue's lock duration, the application's lease; 30s when absent.

@@ -2,13 +2,20 @@ package webhook
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"k8s.io/apimachinery/pkg/types"
@@ -48,7 +55,8 @@ type Options struct {
 
 // The rotator's Secret access (get, list, watch, create, update in the manager's namespace) is
 // a namespaced Role in the Helm chart, not part of the ClusterRole.
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;list;watch;update;patch
+// Writing (update, patch) is granted by the Helm chart for its own configuration only (resourceNames).
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;list;watch
 
 // Setup adds the webhook server to mgr. With self-managed certificates the server is added once
 // the rotator has written them, so it never starts without a certificate.
@@ -109,6 +117,76 @@ func ensureSecret(mgr ctrl.Manager, ns, name string) error {
 		Labels: map[string]string{"app.kubernetes.io/managed-by": "kafka-queue-operator"}}})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the webhook certificate Secret %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+// ReadyCheck is the manager's readiness check for the webhook of o (cmd/manager adds it to
+// /readyz when the webhook is on; with CertsOff it always passes). It fails until the webhook
+// server serves with a valid certificate: tls.crt and tls.key in o.CertDir form a key pair
+// whose certificate is within its NotBefore/NotAfter, and the server on o.Host:o.Port
+// completes a TLS handshake presenting a certificate that is valid now. Only a started server
+// answers, so this covers controller-runtime's StartedChecker too; in self mode the server is
+// added only once the rotator has written the certificates, so the check also waits for them.
+// It never holds the manager's liveness: a missing certificate is not a reason to restart.
+func ReadyCheck(o Options) healthz.Checker {
+	if o.CertManagement == CertsOff || o.CertManagement == "" {
+		return healthz.Ping
+	}
+	port := o.Port
+	if port == 0 {
+		port = 9443 // webhook.Server's default
+	}
+	addr := net.JoinHostPort(o.Host, strconv.Itoa(port))
+	return func(req *http.Request) error {
+		ctx := context.Background()
+		if req != nil {
+			ctx = req.Context()
+		}
+		// Within a kubelet probe's default 1s timeout, give or take.
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		now := time.Now()
+		crt := filepath.Join(o.CertDir, "tls.crt")
+		pair, err := tls.LoadX509KeyPair(crt, filepath.Join(o.CertDir, "tls.key"))
+		if err != nil {
+			return fmt.Errorf("webhook certificate in %s: %w", o.CertDir, err)
+		}
+		leaf := pair.Leaf
+		if leaf == nil {
+			if leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
+				return fmt.Errorf("webhook certificate %s: %w", crt, err)
+			}
+		}
+		if err := validAt(leaf, now); err != nil {
+			return fmt.Errorf("webhook certificate %s %w", crt, err)
+		}
+		// The name and chain are the apiserver's to check (against the Service's DNS name and
+		// the caBundle); here only that the server answers and what it presents is in date.
+		d := &tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // see above
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return fmt.Errorf("webhook server on %s does not answer TLS: %w", addr, err)
+		}
+		defer conn.Close()
+		peer := conn.(*tls.Conn).ConnectionState().PeerCertificates
+		if len(peer) == 0 {
+			return fmt.Errorf("webhook server on %s presents no certificate", addr)
+		}
+		if err := validAt(peer[0], now); err != nil {
+			return fmt.Errorf("webhook server on %s serves a certificate that %w", addr, err)
+		}
+		return nil
+	}
+}
+
+// validAt says how c is outside its validity at t, or nil; the message reads after "certificate".
+func validAt(c *x509.Certificate, t time.Time) error {
+	switch {
+	case t.Before(c.NotBefore):
+		return fmt.Errorf("is not valid before %s", c.NotBefore.UTC().Format(time.RFC3339))
+	case t.After(c.NotAfter):
+		return fmt.Errorf("expired at %s", c.NotAfter.UTC().Format(time.RFC3339))
 	}
 	return nil
 }

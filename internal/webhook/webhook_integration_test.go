@@ -82,7 +82,11 @@ func startManager(t *testing.T, cfg *rest.Config, opts webhook.Options) client.C
 	return mgr.GetClient()
 }
 
-func TestInjectsTheRepublisherIntoAnnotatedPods(t *testing.T) {
+// Opting in is by label (the webhook configuration's objectSelector matches it): the label
+// names the queue, or, left empty, hands over to the annotation (names over 63 characters); a
+// Pod with only the annotation that reaches the webhook is handled as before. Every Pod that
+// gets the sidecar is labelled kafkaqueues.io/republisher=injected.
+func TestInjectsTheRepublisherIntoLabelledPods(t *testing.T) {
 	rig.SkipWithoutRig(t, "a kube-apiserver")
 	env, cfg, err := rig.StartAPIServerWithWebhooks(true)
 	if err != nil {
@@ -136,13 +140,14 @@ func TestInjectsTheRepublisherIntoAnnotatedPods(t *testing.T) {
 		return ""
 	})
 
-	pod := func(ns, name string, annotations map[string]string) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: annotations},
+	pod := func(ns, name string, labels, annotations map[string]string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels, Annotations: annotations},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:1"}}}}
 	}
+	queueLabel := map[string]string{kqv1.QueueLabel: "orders"}
 
 	// A route that is not active (the group lacks the reserved attempt) gets no sidecar.
-	p := pod("shop", "early", map[string]string{kqv1.QueueAnnotation: "orders"})
+	p := pod("shop", "early", queueLabel, nil)
 	if err := c.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -161,8 +166,8 @@ func TestInjectsTheRepublisherIntoAnnotatedPods(t *testing.T) {
 		return ""
 	})
 
-	// Annotated, in the queue's namespace: the sidecar is injected.
-	p = pod("shop", "worker", map[string]string{kqv1.QueueAnnotation: "orders"})
+	// Labelled, in the queue's namespace: the sidecar is injected.
+	p = pod("shop", "worker", queueLabel, nil)
 	if err := c.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -171,6 +176,9 @@ func TestInjectsTheRepublisherIntoAnnotatedPods(t *testing.T) {
 	}
 	if len(p.Spec.InitContainers) != 1 || p.Spec.InitContainers[0].Name != webhook.ContainerName {
 		t.Fatalf("init containers %+v, want the republisher", p.Spec.InitContainers)
+	}
+	if p.Labels[kqv1.RepublisherLabel] != kqv1.RepublisherInjected || p.Labels[kqv1.QueueLabel] != "orders" {
+		t.Errorf("labels %v, want %s=%s beside the Pod's own", p.Labels, kqv1.RepublisherLabel, kqv1.RepublisherInjected)
 	}
 	side := p.Spec.InitContainers[0]
 	env2 := map[string]string{}
@@ -196,6 +204,51 @@ func TestInjectsTheRepublisherIntoAnnotatedPods(t *testing.T) {
 	if len(p.Spec.Containers) != 1 || p.Spec.Containers[0].Name != "app" {
 		t.Errorf("the app's containers changed: %+v", p.Spec.Containers)
 	}
+	if len(p.Spec.Volumes) != 0 || len(side.VolumeMounts) != 0 {
+		t.Errorf("a plaintext cluster needs no volumes: %+v %+v", p.Spec.Volumes, side.VolumeMounts)
+	}
+	// The restricted profile on its own, and a startup probe on the metrics port.
+	sc := side.SecurityContext
+	if sc == nil || !ptr.Deref(sc.RunAsNonRoot, false) || ptr.Deref(sc.AllowPrivilegeEscalation, true) || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) ||
+		sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" || len(sc.Capabilities.Add) != 0 ||
+		sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault || sc.RunAsUser != nil || sc.Privileged != nil {
+		t.Errorf("sidecar securityContext %+v does not meet the restricted profile on its own", sc)
+	}
+	if pr := side.StartupProbe; pr == nil || pr.HTTPGet == nil || pr.HTTPGet.Path != "/readyz" || pr.HTTPGet.Port.String() != webhook.MetricsPortName ||
+		pr.PeriodSeconds != 1 || pr.FailureThreshold < 60 {
+		t.Errorf("sidecar startupProbe %+v, want /readyz on %s every second", pr, webhook.MetricsPortName)
+	}
+	if len(side.Ports) != 1 || side.Ports[0].Name != webhook.MetricsPortName || side.Ports[0].ContainerPort != 9787 || env2["KQO_METRICS_BIND_ADDRESS"] != ":9787" {
+		t.Errorf("sidecar ports %+v, metrics address %q", side.Ports, env2["KQO_METRICS_BIND_ADDRESS"])
+	}
+
+	// The label present but empty hands over to the annotation (a name longer than a label
+	// value allows); a Pod with only the annotation is handled as before. Both are labelled
+	// as injected.
+	for _, tc := range []struct {
+		name                string
+		labels, annotations map[string]string
+	}{
+		{"label-empty", map[string]string{kqv1.QueueLabel: ""}, map[string]string{kqv1.QueueAnnotation: "orders"}},
+		{"annotation-only", nil, map[string]string{kqv1.QueueAnnotation: "orders"}},
+	} {
+		p := pod("shop", tc.name, tc.labels, tc.annotations)
+		if err := c.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if w := warn.take(); len(p.Spec.InitContainers) != 1 || p.Spec.InitContainers[0].Name != webhook.ContainerName || len(w) != 0 ||
+			p.Labels[kqv1.RepublisherLabel] != kqv1.RepublisherInjected {
+			t.Errorf("%s: init containers %d, labels %v, warnings %v; want the sidecar, the injected label and no warning", tc.name, len(p.Spec.InitContainers), p.Labels, w)
+		}
+	}
+	// The label empty and no annotation: nothing names the queue; untouched, with a warning.
+	p = pod("shop", "label-empty-alone", map[string]string{kqv1.QueueLabel: ""}, nil)
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if w := strings.Join(warn.take(), "\n"); len(p.Spec.InitContainers) != 0 || p.Labels[kqv1.RepublisherLabel] != "" || !strings.Contains(w, "is empty") {
+		t.Errorf("empty label alone: init containers %d, labels %v, warning %q", len(p.Spec.InitContainers), p.Labels, w)
+	}
 
 	// A Pod the sidecar cannot join (a port of the sidecar's taken, host networking, an app
 	// container with the sidecar's name): admitted untouched, with a warning saying why.
@@ -208,19 +261,19 @@ func TestInjectsTheRepublisherIntoAnnotatedPods(t *testing.T) {
 		{"hostnet", func(p *corev1.Pod) { p.Spec.HostNetwork = true }, "hostNetwork"},
 		{"named", func(p *corev1.Pod) { p.Spec.Containers[0].Name = webhook.ContainerName }, "already exists"},
 	} {
-		p := pod("shop", "clash-"+tc.name, map[string]string{kqv1.QueueAnnotation: "orders"})
+		p := pod("shop", "clash-"+tc.name, queueLabel, nil)
 		tc.mut(p)
 		if err := c.Create(ctx, p); err != nil {
 			t.Fatal(err)
 		}
-		if w := strings.Join(warn.take(), "\n"); len(p.Spec.InitContainers) != 0 || !strings.Contains(w, tc.want) {
-			t.Errorf("%s: init containers %d, warning %q, want none and a warning with %q", tc.name, len(p.Spec.InitContainers), w, tc.want)
+		if w := strings.Join(warn.take(), "\n"); len(p.Spec.InitContainers) != 0 || !strings.Contains(w, tc.want) || p.Labels[kqv1.RepublisherLabel] != "" {
+			t.Errorf("%s: init containers %d, labels %v, warning %q, want none and a warning with %q", tc.name, len(p.Spec.InitContainers), p.Labels, w, tc.want)
 		}
 	}
 
-	// Annotated for a queue that does not exist in its namespace: admitted untouched, with a
-	// warning that names the annotation and the namespace.
-	p = pod("elsewhere", "stray", map[string]string{kqv1.QueueAnnotation: "orders"})
+	// Labelled for a queue that does not exist in its namespace: admitted untouched, with a
+	// warning that names the label and the namespace.
+	p = pod("elsewhere", "stray", queueLabel, nil)
 	if err := c.Create(ctx, p); err != nil {
 		t.Fatalf("a Pod naming a missing queue must be admitted: %v", err)
 	}
@@ -228,12 +281,84 @@ func TestInjectsTheRepublisherIntoAnnotatedPods(t *testing.T) {
 		t.Errorf("stray Pod got %+v", p.Spec.InitContainers)
 	}
 	w := strings.Join(warn.take(), "\n")
-	if !strings.Contains(w, "names no ShareQueue in namespace elsewhere") {
+	if !strings.Contains(w, `label kafkaqueues.io/queue="orders" names no ShareQueue in namespace elsewhere`) {
 		t.Errorf("warning %q does not explain the missing queue", w)
 	}
 
-	// Not annotated: untouched and silent.
-	p = pod("shop", "plain", nil)
+	// A cluster with TLS and SASL: the Secrets are referenced, never copied. The CA's key
+	// alone is mounted (as ca.crt), the client pair too, read-only and in the sidecar only;
+	// the credentials are secretKeyRef variables.
+	kc.Spec.TLS = &kqv1.KafkaClusterTLS{CASecretRef: &kqv1.SecretKeyReference{Name: "kafka-ca", Key: "bundle.pem"}, ClientCertSecretName: "kafka-client", ServerName: "kafka.internal"}
+	kc.Spec.SASL = &kqv1.KafkaClusterSASL{Mechanism: kqv1.SASLMechanismScramSHA256, SecretName: "kafka-user"}
+	if err := c.Update(ctx, kc); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() string {
+		var got kqv1.KafkaCluster
+		if err := cache.Get(ctx, client.ObjectKeyFromObject(kc), &got); err != nil || got.Spec.SASL == nil {
+			return "cache has not seen the cluster's TLS and SASL"
+		}
+		return ""
+	})
+	p = pod("shop", "secure", queueLabel, nil)
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if w := warn.take(); len(w) != 0 || len(p.Spec.InitContainers) != 1 {
+		t.Fatalf("TLS and SASL: init containers %d, warnings %v; want the sidecar and no warning", len(p.Spec.InitContainers), w)
+	}
+	side = p.Spec.InitContainers[0]
+	vols := map[string]corev1.Volume{}
+	for _, v := range p.Spec.Volumes {
+		vols[v.Name] = v
+	}
+	if v := vols[webhook.VolumeKafkaCA].Secret; len(vols) != 2 || v == nil || v.SecretName != "kafka-ca" || len(v.Items) != 1 ||
+		v.Items[0].Key != "bundle.pem" || v.Items[0].Path != webhook.CAFile {
+		t.Errorf("volumes %+v: want %s with only bundle.pem of kafka-ca as %s", p.Spec.Volumes, webhook.VolumeKafkaCA, webhook.CAFile)
+	}
+	if v := vols[webhook.VolumeKafkaClientCert].Secret; v == nil || v.SecretName != "kafka-client" || len(v.Items) != 2 {
+		t.Errorf("client certificate volume %+v", vols[webhook.VolumeKafkaClientCert])
+	}
+	mounts := map[string]string{}
+	for _, m := range side.VolumeMounts {
+		if !m.ReadOnly {
+			t.Errorf("mount %s is writable", m.Name)
+		}
+		mounts[m.Name] = m.MountPath
+	}
+	if mounts[webhook.VolumeKafkaCA] != webhook.MountKafkaCA || mounts[webhook.VolumeKafkaClientCert] != webhook.MountKafkaClientCert {
+		t.Errorf("sidecar mounts %+v", side.VolumeMounts)
+	}
+	if len(p.Spec.Containers[0].VolumeMounts) != 0 {
+		t.Errorf("the app got the sidecar's mounts: %+v", p.Spec.Containers[0].VolumeMounts)
+	}
+	envs := map[string]corev1.EnvVar{}
+	for _, e := range side.Env {
+		envs[e.Name] = e
+	}
+	for k, v := range map[string]string{"KQO_TLS": "true", "KQO_TLS_CA_FILE": webhook.MountKafkaCA + "/ca.crt", "KQO_TLS_CERT_FILE": webhook.MountKafkaClientCert + "/tls.crt",
+		"KQO_TLS_KEY_FILE": webhook.MountKafkaClientCert + "/tls.key", "KQO_TLS_SERVER_NAME": "kafka.internal", "KQO_SASL_MECHANISM": "SCRAM-SHA-256"} {
+		if envs[k].Value != v {
+			t.Errorf("sidecar env %s=%q, want %q", k, envs[k].Value, v)
+		}
+	}
+	for k, key := range map[string]string{"KQO_SASL_USERNAME": "username", "KQO_SASL_PASSWORD": "password"} {
+		if e := envs[k]; e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != "kafka-user" || e.ValueFrom.SecretKeyRef.Key != key {
+			t.Errorf("sidecar env %s %+v, want a secretKeyRef to kafka-user/%s", k, e, key)
+		}
+	}
+	// An app volume with one of the sidecar's names is a clash.
+	p = pod("shop", "clash-volume", queueLabel, nil)
+	p.Spec.Volumes = []corev1.Volume{{Name: webhook.VolumeKafkaCA, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if w := strings.Join(warn.take(), "\n"); len(p.Spec.InitContainers) != 0 || len(p.Spec.Volumes) != 1 || !strings.Contains(w, `volume "kqo-kafka-ca" already exists`) {
+		t.Errorf("volume clash: init containers %d, volumes %+v, warning %q", len(p.Spec.InitContainers), p.Spec.Volumes, w)
+	}
+
+	// Neither labelled nor annotated: untouched and silent.
+	p = pod("shop", "plain", map[string]string{"app": "plain"}, nil)
 	if err := c.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +378,7 @@ func TestInjectsTheRepublisherIntoAnnotatedPods(t *testing.T) {
 		}
 		return ""
 	})
-	p = pod("shop", "native", map[string]string{kqv1.QueueAnnotation: "orders"})
+	p = pod("shop", "native", queueLabel, nil)
 	if err := c.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -301,9 +426,16 @@ func TestSelfManagedCertificates(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	certDir := t.TempDir()
-	startManager(t, cfg, webhook.Options{CertManagement: webhook.CertsSelf, Host: "127.0.0.1", Port: port, CertDir: certDir,
+	opts := webhook.Options{CertManagement: webhook.CertsSelf, Host: "127.0.0.1", Port: port, CertDir: certDir,
 		Namespace: "kqo-system", ServiceName: "kqo-webhook", SecretName: "kqo-webhook-cert", ConfigName: "kqo-republisher",
-		Injector: &webhook.PodInjector{Image: "example.com/kqo:test"}})
+		Injector: &webhook.PodInjector{Image: "example.com/kqo:test"}}
+	startManager(t, cfg, opts)
+	// The manager's readiness: not ready while no certificate is in CertDir (and the server,
+	// added only once the rotator sees its files, does not run).
+	ready := webhook.ReadyCheck(opts)
+	if err := ready(nil); err == nil || !strings.Contains(err.Error(), "webhook certificate") {
+		t.Errorf("ready check before any certificate: %v, want an error about the certificate", err)
+	}
 
 	var ca []byte
 	eventually(t, 60*time.Second, func() string {
@@ -340,6 +472,12 @@ func TestSelfManagedCertificates(t *testing.T) {
 			return "TLS to the webhook server: " + err.Error()
 		}
 		conn.Close()
+		return ""
+	})
+	eventually(t, 30*time.Second, func() string {
+		if err := ready(nil); err != nil {
+			return "ready check once serving: " + err.Error()
+		}
 		return ""
 	})
 }

@@ -1,15 +1,14 @@
-// Package chart tests the Helm chart: lint, the values schema (one rejected value per rule),
-// and an install rendered by helm, applied to a real apiserver, with the manager running as
-// the chart's ServiceAccount (impersonated, so missing RBAC fails) against a real broker.
+// Package chart tests the Helm charts: lint, the values schemas (one rejected value per rule),
+// what the templates render, and — against fresh real apiservers — every helm and kubectl
+// command of README.md and docs/install.md run verbatim by the pinned helm and the rig's
+// kubectl, with the manager running as the chart's ServiceAccount (impersonated, so missing
+// RBAC fails) against a real broker.
 package chart
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,16 +16,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
@@ -37,212 +40,243 @@ import (
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	os.Exit(m.Run())
+	if err := setupTools(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(toolsDir)
+	os.Exit(code)
 }
 
-var chartDir = filepath.Join(rig.RepoRoot(), "charts", "kafka-queue-operator")
+var (
+	chartDir    = filepath.Join(rig.RepoRoot(), "charts", "kafka-queue-operator")
+	crdChartDir = filepath.Join(rig.RepoRoot(), "charts", "kafka-queue-operator-crds")
+)
 
-// helm runs the helm pinned in hack/tools/go.mod (built from the Go module proxy).
+// helm runs the pinned helm.
 func helm(args ...string) (string, error) {
-	cmd := exec.Command("go", append([]string{"tool", "-modfile=hack/tools/go.mod", "helm"}, args...)...)
+	cmd := exec.Command(filepath.Join(toolsDir, "helm"), args...)
 	cmd.Dir = rig.RepoRoot()
-	var out, errb bytes.Buffer
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(toolsDir, "cache"), "HELM_CONFIG_HOME="+filepath.Join(toolsDir, "config"), "HELM_DATA_HOME="+filepath.Join(toolsDir, "data"))
+	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	if err != nil {
+	if err := cmd.Run(); err != nil {
 		return out.String(), fmt.Errorf("helm %s: %w: %s", strings.Join(args, " "), err, errb.String())
 	}
 	return out.String(), nil
 }
 
-func template(sets ...string) (string, error) {
-	args := []string{"template", "kqo", chartDir, "--namespace", "kqo-system", "--kube-version", "1.37.2"}
-	for _, s := range sets {
-		args = append(args, "--set", s)
-	}
-	return helm(args...)
+func scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = kqv1.AddToScheme(s)
+	_ = apiextensionsv1.AddToScheme(s)
+	return s
 }
 
-func TestChartLints(t *testing.T) {
-	if _, err := helm("lint", chartDir, "--strict", "--set", "kafka.bootstrapServers={kafka:9092}"); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestValuesSchemaRejectsBadValues(t *testing.T) {
-	cases := []struct {
-		set, want string
-	}{
-		{"replicaCount=0", "replicaCount"},
-		{"image.pullPolicy=Sometimes", "pullPolicy"},
-		{"image.repository=", "repository"},
-		{"kafka.bootstrapServers={kafka}", "bootstrapServers"},
-		{"kafka.featurePolicy=Upgrade", "featurePolicy"},
-		{"kafka.targetShareVersion=3", "targetShareVersion"},
-		{"kafka.shareStateTopicPolicy=Shrink", "shareStateTopicPolicy"},
-		{"kafka.name=Bad_Name", "name"},
-		{"manager.clusterProbeInterval=soon", "clusterProbeInterval"},
-		{"manager.shareQueueConcurrency=0", "shareQueueConcurrency"},
-		{"manager.logLevel=verbose", "logLevel"},
-		{"metrics.port=8081", "port"},
-		{"leaderElection.enabled=maybe", "enabled"},
-		{"crds.install=yes", "install"},
-		{"noSuchValue=1", "noSuchValue"},
-		{"kafka.sasl.mechanism=GSSAPI", "sasl"},
-		{"podLabels.app\\.kubernetes\\.io/name=x", "podLabels"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.set, func(t *testing.T) {
-			_, err := template(tc.set)
-			if err == nil {
-				t.Fatalf("--set %s rendered; want a schema error naming %s", tc.set, tc.want)
-			}
-			if !strings.Contains(err.Error(), "values don't meet the specifications of the schema") || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %q does not name %q", err, tc.want)
-			}
-		})
-	}
-	if _, err := template("kafka.bootstrapServers={a:9092,b:9093}", "kafka.featurePolicy=Finalize", "kafka.targetShareVersion=1"); err != nil {
-		t.Errorf("valid values refused: %v", err)
-	}
-	// Regression: tls {} rendered no tls at all (plaintext), and empty strings rendered
-	// fields the CRD refuses.
-	out, err := helm("template", "kqo", chartDir, "--kube-version", "1.37.2", "--set", "kafka.bootstrapServers={a:9092}",
-		"--set-json", `kafka.tls={"clientCertSecretName":"","serverName":""}`, "--set-string", "kafka.name=123")
+// freshCluster starts a real apiserver with nothing installed, as a new cluster is.
+func freshCluster(t *testing.T) (*rest.Config, client.Client) {
+	t.Helper()
+	rig.SkipWithoutRig(t, "the local apiserver")
+	linkKubectl(t)
+	env, cfg, err := rig.StartBareAPIServer()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "  tls: {}\n") || strings.Contains(out, `clientCertSecretName: ""`) || !strings.Contains(out, `name: "123"`) {
-		t.Errorf("rendered KafkaCluster:\n%s", out[strings.Index(out, "kind: KafkaCluster"):])
+	t.Cleanup(func() { _ = env.Stop() })
+	c, err := client.New(cfg, client.Options{Scheme: scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, c
+}
+
+// startManager runs the controllers as the ServiceAccount sa ("namespace:name"), with leader
+// election in its namespace as the chart's Deployment runs them, until the returned stop.
+func startManager(t *testing.T, cfg *rest.Config, sa string) (stop func()) {
+	t.Helper()
+	ns, name, _ := strings.Cut(sa, ":")
+	saCfg := rest.CopyConfig(cfg)
+	saCfg.Impersonate.UserName = "system:serviceaccount:" + ns + ":" + name
+	mgr, err := ctrl.NewManager(saCfg, ctrl.Options{
+		Scheme: scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		LeaderElection: true, LeaderElectionID: "kafka-queue-operator.kafkaqueues.io", LeaderElectionNamespace: ns,
+		// A second manager in this process (the reinstalled release's) reuses the names.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := kafka.NewPool()
+	if err := controllers.SetupAll(mgr, pool, controllers.Options{ProbeInterval: 5 * time.Second, ResyncInterval: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		<-done
+		pool.Close()
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func TestChartsLint(t *testing.T) {
+	if _, err := helm("lint", chartDir, "--strict", "--set", "kafka.bootstrapServers={kafka:9092}"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := helm("lint", crdChartDir, "--strict"); err != nil {
+		t.Fatal(err)
 	}
 }
 
-func TestChartInstallReconcilesAsItsServiceAccount(t *testing.T) {
-	rig.SkipWithoutRig(t, "the local apiserver and Kafka rig")
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+// TestReadmeInstallIsTheDocsInstall: README's install block is the one docs/install.md has,
+// so running one verifies both.
+func TestReadmeInstallIsTheDocsInstall(t *testing.T) {
+	if a, b := block(t, "README.md", "install"), block(t, "docs/install.md", "install"); a != b {
+		t.Fatalf("README.md and docs/install.md install blocks differ:\n%s\n---\n%s", a, b)
+	}
+	// Every marked block of docs/install.md is run by some test below.
+	run := map[string]bool{"install": true, "install-without-kafka": true, "add-kafka": true, "own-kafkacluster": true,
+		"queue": true, "upgrade": true, "migrate-from-0.1": true, "uninstall": true, "reinstall": true}
+	for name := range docBlocks(t, "docs/install.md") {
+		if !run[name] {
+			t.Errorf("docs/install.md block %q is run by no test", name)
+		}
+	}
+}
+
+// TestDocsInstallQueueUninstallReinstall follows README's install on a fresh cluster with a
+// real broker, then docs/install.md: a queue, an upgrade, the uninstall (CRDs, the
+// KafkaCluster, the queue and its topic stay), and an install under another name and
+// namespace whose manager picks the queues up.
+func TestDocsInstallQueueUninstallReinstall(t *testing.T) {
+	cfg, admin := freshCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	k, err := rig.StartKafka(ctx, rig.KafkaOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer k.Stop()
-	env, cfg, err := rig.StartAPIServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
-	rendered, err := template("kafka.bootstrapServers={"+strings.Join(k.BootstrapServers(), ",")+"}", "kafka.name=local")
-	if err != nil {
-		t.Fatal(err)
-	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = kqv1.AddToScheme(scheme)
-	admin, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "kqo-system"}}}
-	if err := admin.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	// Apply everything helm rendered (the KafkaCluster last: it needs the CRDs).
-	var objs, late []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(rendered), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
+	sh := newUserShell(t, cfg)
+	sh.replace["kafka-0.kafka:9092"] = k.Bootstrap()
+
+	// The manager Pod would start once the release exists; here it starts after the command
+	// that installs it.
+	var stopManager func()
+	sh.runBlock(block(t, "README.md", "install"), func(cmd string) {
+		if strings.HasPrefix(cmd, "helm install kqo ") {
+			// RBAC is enforced: an account the chart did not bind is refused.
+			nobody := rest.CopyConfig(cfg)
+			nobody.Impersonate.UserName = "system:serviceaccount:kqo-system:nobody"
+			nc, err := client.New(nobody, client.Options{Scheme: scheme()})
+			if err != nil {
+				t.Fatal(err)
 			}
-			t.Fatal(err)
+			if err := nc.List(ctx, &kqv1.ShareQueueList{}); !apierrors.IsForbidden(err) {
+				t.Fatalf("an unbound ServiceAccount listed ShareQueues (err %v): RBAC is not enforced, the test would prove nothing", err)
+			}
+			stopManager = startManager(t, cfg, "kqo-system:kqo-kafka-queue-operator")
 		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		if u.GetKind() == "KafkaCluster" {
-			late = append(late, u)
-		} else {
-			objs = append(objs, u)
-		}
+	})
+	if stopManager == nil {
+		t.Fatal("README's install block has no `helm install kqo` command")
 	}
-	kinds := map[string]int{}
-	for _, u := range append(objs, late...) {
-		kinds[u.GetKind()]++
-		if err := admin.Patch(ctx, u, client.Apply, client.FieldOwner("helm-test"), client.ForceOwnership); err != nil {
-			t.Fatalf("applying %s %s: %v", u.GetKind(), u.GetName(), err)
-		}
+	sh.runBlock(block(t, "docs/install.md", "queue"), nil)
+
+	// Deletion through the finalizer works with the chart's RBAC too.
+	doomed := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "kqo-system", Name: "doomed"}, Spec: kqv1.ShareQueueSpec{
+		ClusterRef: kqv1.ClusterReference{Name: "kafka"}, DeletionPolicy: kqv1.DeletionPolicyDelete}}
+	if err := admin.Create(ctx, doomed); err != nil {
+		t.Fatal(err)
 	}
-	for _, kind := range []string{"CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "Service", "KafkaCluster"} {
-		if kinds[kind] == 0 {
-			t.Errorf("chart rendered no %s (%v)", kind, kinds)
+	rig.Eventually(t, 90*time.Second, func() string {
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(doomed), doomed); err != nil {
+			return err.Error()
 		}
+		if !meta.IsStatusConditionTrue(doomed.Status.Conditions, kqv1.ConditionReady) || len(doomed.Finalizers) != 1 {
+			return fmt.Sprintf("queue doomed not Ready with its finalizer: %+v %v", doomed.Status.Conditions, doomed.Finalizers)
+		}
+		return ""
+	})
+	if err := admin.Delete(ctx, doomed); err != nil {
+		t.Fatal(err)
+	}
+	rig.Eventually(t, 60*time.Second, func() string {
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(doomed), doomed); apierrors.IsNotFound(err) {
+			return ""
+		}
+		return fmt.Sprintf("queue doomed not deleted: finalizers %v", doomed.Finalizers)
+	})
+
+	sh.runBlock(block(t, "docs/install.md", "upgrade"), nil)
+	if out := sh.run("helm history kqo -n kqo-system"); !strings.Contains(out, "Upgrade complete") {
+		t.Fatalf("helm history shows no upgrade:\n%s", out)
 	}
 
-	// The manager, as the chart's ServiceAccount, with leader election in the release
-	// namespace as the chart's Deployment runs it.
-	// Impersonation is checked by the apiserver's RBAC: an account the chart did not bind is
-	// refused, so the test below would fail on any permission the chart lacks.
-	nobody := rest.CopyConfig(cfg)
-	nobody.Impersonate.UserName = "system:serviceaccount:kqo-system:nobody"
-	if nc, err := client.New(nobody, client.Options{Scheme: scheme}); err != nil {
-		t.Fatal(err)
-	} else if err := nc.List(ctx, &kqv1.ShareQueueList{}); !apierrors.IsForbidden(err) {
-		t.Fatalf("an unbound ServiceAccount listed ShareQueues (err %v): RBAC is not enforced, the test would prove nothing", err)
-	}
-	saCfg := rest.CopyConfig(cfg)
-	saCfg.Impersonate.UserName = "system:serviceaccount:kqo-system:kqo-kafka-queue-operator"
-	mgr, err := ctrl.NewManager(saCfg, ctrl.Options{
-		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		LeaderElection: true, LeaderElectionID: "kafka-queue-operator.kafkaqueues.io", LeaderElectionNamespace: "kqo-system",
+	out := ""
+	sh.runBlock(block(t, "docs/install.md", "uninstall"), func(cmd string) {
+		if strings.HasPrefix(cmd, "helm uninstall") {
+			stopManager()
+		}
+		if strings.HasPrefix(cmd, "kubectl get sq") {
+			out = sh.run(cmd)
+		}
 	})
+	if !strings.Contains(out, "orders") {
+		t.Fatalf("after uninstall, kubectl get sq -A does not list orders:\n%s", out)
+	}
+	var crds apiextensionsv1.CustomResourceDefinitionList
+	if err := admin.List(ctx, &crds, client.MatchingLabels{"app.kubernetes.io/part-of": "kafka-queue-operator"}); err != nil || len(crds.Items) != 3 {
+		t.Fatalf("after uninstall: %d CRDs (err %v), want 3", len(crds.Items), err)
+	}
+	var kc kqv1.KafkaCluster
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: "kqo-system", Name: "kafka"}, &kc); err != nil {
+		t.Fatalf("after uninstall the chart's KafkaCluster is gone: %v", err)
+	}
+	var dep metav1.PartialObjectMetadata
+	dep.SetGroupVersionKind(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"})
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: "kqo-system", Name: "kqo-kafka-queue-operator"}, &dep); !apierrors.IsNotFound(err) {
+		t.Fatalf("after uninstall the manager Deployment is still there (err %v)", err)
+	}
+	adm, err := kgo.NewClient(kgo.SeedBrokers(k.BootstrapServers()...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := kafka.NewPool()
-	defer pool.Close()
-	if err := controllers.SetupAll(mgr, pool, controllers.Options{ProbeInterval: 5 * time.Second, ResyncInterval: time.Hour}); err != nil {
-		t.Fatal(err)
+	defer adm.Close()
+	topics, err := kadm.NewClient(adm).ListTopics(ctx, "orders")
+	if err != nil || !topics.Has("orders") || topics["orders"].Err != nil {
+		t.Fatalf("after uninstall topic orders is not in Kafka: %v %v", topics, err)
 	}
-	mctx, mcancel := context.WithCancel(ctx)
-	defer mcancel()
-	mgrErr := make(chan error, 1)
-	go func() { mgrErr <- mgr.Start(mctx) }()
 
-	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "kqo-system", Name: "orders"}, Spec: kqv1.ShareQueueSpec{
-		ClusterRef: kqv1.ClusterReference{Name: "local"}, DeletionPolicy: kqv1.DeletionPolicyDelete,
-		Delivery: kqv1.DeliverySpec{LockDuration: &metav1.Duration{Duration: 30 * time.Second}}}}
-	if err := admin.Create(ctx, sq); err != nil {
+	sh.runBlock(block(t, "docs/install.md", "reinstall"), nil)
+	if err := admin.Get(ctx, client.ObjectKey{Name: "sharequeues.kafkaqueues.io"}, &crds.Items[0]); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		select {
-		case err := <-mgrErr:
-			t.Fatalf("manager stopped: %v", err)
-		default:
-		}
-		_ = admin.Get(ctx, client.ObjectKeyFromObject(sq), sq)
-		if meta.IsStatusConditionTrue(sq.Status.Conditions, kqv1.ConditionReady) && len(sq.Finalizers) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			var kc kqv1.KafkaCluster
-			_ = admin.Get(ctx, client.ObjectKey{Namespace: "kqo-system", Name: "local"}, &kc)
-			t.Fatalf("ShareQueue not Ready as the chart's ServiceAccount: %+v finalizers %v; KafkaCluster %+v", sq.Status.Conditions, sq.Finalizers, kc.Status.Conditions)
-		}
-		time.Sleep(300 * time.Millisecond)
+	if owner := crds.Items[0].Annotations["meta.helm.sh/release-name"]; owner != "kqo-crds" {
+		t.Fatalf("after reinstall the CRDs belong to release %q, want kqo-crds", owner)
 	}
-	// Deletion through the finalizer works with the chart's RBAC too.
-	if err := admin.Delete(ctx, sq); err != nil {
+	// The new install's manager works the queues the old one left.
+	startManager(t, cfg, "queues:queues-kafka-queue-operator")
+	late := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "kqo-system", Name: "after-reinstall"}, Spec: kqv1.ShareQueueSpec{
+		ClusterRef: kqv1.ClusterReference{Name: "kafka"}}}
+	if err := admin.Create(ctx, late); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(300 * time.Millisecond) {
-		if err := admin.Get(ctx, client.ObjectKeyFromObject(sq), sq); err != nil {
-			break
+	rig.Eventually(t, 90*time.Second, func() string {
+		_ = admin.Get(ctx, client.ObjectKeyFromObject(late), late)
+		if !meta.IsStatusConditionTrue(late.Status.Conditions, kqv1.ConditionReady) {
+			return fmt.Sprintf("queue after-reinstall not Ready under the reinstalled manager: %+v", late.Status.Conditions)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ShareQueue not deleted: finalizers %v", sq.Finalizers)
-		}
-	}
+		return ""
+	})
 }

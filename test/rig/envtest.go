@@ -40,6 +40,30 @@ func StartAPIServerWithWebhooks(webhooks bool) (*envtest.Environment, *rest.Conf
 	return env, cfg, nil
 }
 
+// StartBareAPIServer starts a real kube-apiserver and etcd with nothing installed: no CRDs,
+// as a fresh cluster is before `helm install`.
+func StartBareAPIServer() (*envtest.Environment, *rest.Config, error) {
+	dir, err := EnvtestBinaries()
+	if err != nil {
+		return nil, nil, err
+	}
+	env := &envtest.Environment{BinaryAssetsDirectory: dir}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, nil, fmt.Errorf("starting kube-apiserver/etcd from %s: %w", dir, err)
+	}
+	return env, cfg, nil
+}
+
+// Kubectl returns the path of the kubectl built beside kube-apiserver (same version).
+func Kubectl() (string, error) {
+	dir, err := EnvtestBinaries()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "kubectl"), nil
+}
+
 // WriteKubeconfig writes a kubeconfig for cfg to path (for kubectl and out-of-process runs).
 func WriteKubeconfig(cfg *rest.Config, path string) error {
 	kc := clientcmdapi.NewConfig()

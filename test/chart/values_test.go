@@ -1,0 +1,266 @@
+package chart
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
+)
+
+// render runs helm template on the operator chart with the given extra arguments.
+func render(args ...string) (string, error) {
+	return helm(append([]string{"template", "kqo", chartDir, "--namespace", "kqo-system", "--kube-version", "1.37.2"}, args...)...)
+}
+
+// objects decodes rendered YAML.
+func objects(t *testing.T, rendered string) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := rig.DecodeManifests([]byte(rendered))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// find returns the rendered object of kind and name, converted into out.
+func find(t *testing.T, rendered, kind, name string, out any) {
+	t.Helper()
+	for _, u := range objects(t, rendered) {
+		if u.GetKind() == kind && u.GetName() == name {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no %s %s rendered", kind, name)
+}
+
+func TestValuesSchemaRejectsBadValues(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--set", "replicaCount=0"}, "replicaCount"},
+		{[]string{"--set", "image.pullPolicy=Sometimes"}, "pullPolicy"},
+		{[]string{"--set", "image.repository="}, "repository"},
+		{[]string{"--set", "image.digest=latest"}, "digest"},
+		{[]string{"--set", "kafka.bootstrapServers={kafka}"}, "bootstrapServers"},
+		{[]string{"--set", "kafka.featurePolicy=Upgrade"}, "featurePolicy"},
+		{[]string{"--set", "kafka.targetShareVersion=3"}, "targetShareVersion"},
+		{[]string{"--set", "kafka.shareStateTopicPolicy=Shrink"}, "shareStateTopicPolicy"},
+		{[]string{"--set", "kafka.name=Bad_Name"}, "name"},
+		{[]string{"--set", "manager.clusterProbeInterval=soon"}, "clusterProbeInterval"},
+		{[]string{"--set", "manager.shareQueueConcurrency=0"}, "shareQueueConcurrency"},
+		{[]string{"--set", "manager.logLevel=verbose"}, "logLevel"},
+		{[]string{"--set", "metrics.port=8081"}, "port"},
+		{[]string{"--set", "leaderElection.enabled=maybe"}, "enabled"},
+		{[]string{"--set", "crds.install=true"}, "crds"}, // the CRDs are the kafka-queue-operator-crds chart now
+		{[]string{"--set", "noSuchValue=1"}, "noSuchValue"},
+		{[]string{"--set", "kafka.sasl.mechanism=GSSAPI"}, "sasl"},
+		{[]string{"--set", `podLabels.app\.kubernetes\.io/name=x`}, "podLabels"},
+		{[]string{"--set", "nameOverride=Bad_Name"}, "nameOverride"},
+		{[]string{"--set", "fullnameOverride=-x"}, "fullnameOverride"},
+		{[]string{"--set", "global=1"}, "global"},
+		{[]string{"--set", "podSecurityContext=1"}, "podSecurityContext"},
+		{[]string{"--set", "securityContext=1"}, "securityContext"},
+		{[]string{"--set", "extraArgs={leader-elect}"}, "extraArgs"},
+		{[]string{"--set-json", `extraEnv=[{"value":"x"}]`}, "extraEnv"},
+		{[]string{"--set-json", `extraEnv=[{"name":"POD_NAMESPACE","value":"x"}]`}, "extraEnv"},
+		{[]string{"--set", "podDisruptionBudget.minAvailable=-1"}, "minAvailable"},
+		{[]string{"--set", "podDisruptionBudget.maxUnavailable=half"}, "maxUnavailable"},
+		{[]string{"--set", "podDisruptionBudget.enabled=yes"}, "enabled"},
+		{[]string{"--set-json", `topologySpreadConstraints=[{"maxSkew":0,"topologyKey":"zone","whenUnsatisfiable":"DoNotSchedule"}]`}, "maxSkew"},
+		{[]string{"--set-json", `topologySpreadConstraints=[{"maxSkew":1,"topologyKey":"zone","whenUnsatisfiable":"Sometimes"}]`}, "whenUnsatisfiable"},
+		{[]string{"--set", "webhook.failurePolicy=Never"}, "failurePolicy"},
+		{[]string{"--set-json", `webhook.namespaceSelector={"matchExpressions":[{"key":"a","operator":"Like"}]}`}, "operator"},
+		{[]string{"--set-json", `webhook.objectSelector={"matchLabel":{"a":"b"}}`}, "matchLabel"},
+		{[]string{"--set", "webhook.excludedNamespaces={Kube_System}"}, "excludedNamespaces"},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, err := render(tc.args...)
+			if err == nil {
+				t.Fatalf("%v rendered; want a schema error naming %s", tc.args, tc.want)
+			}
+			if !strings.Contains(err.Error(), "values don't meet the specifications of the schema") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not name %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := render("--set", "kafka.bootstrapServers={a:9092,b:9093}", "--set", "kafka.featurePolicy=Finalize", "--set", "kafka.targetShareVersion=1"); err != nil {
+		t.Errorf("valid values refused: %v", err)
+	}
+	// The CRD chart's schema too.
+	if _, err := helm("template", "x", crdChartDir, "--kube-version", "1.37.2", "--set", "keep=maybe"); err == nil || !strings.Contains(err.Error(), "keep") {
+		t.Errorf("the CRD chart accepted keep=maybe (err %v)", err)
+	}
+	// Regression: tls {} rendered no tls at all (plaintext), and empty strings rendered
+	// fields the CRD refuses.
+	out, err := render("--set", "kafka.bootstrapServers={a:9092}",
+		"--set-json", `kafka.tls={"clientCertSecretName":"","serverName":""}`, "--set-string", "kafka.name=123")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "  tls: {}\n") || strings.Contains(out, `clientCertSecretName: ""`) || !strings.Contains(out, `name: "123"`) {
+		t.Errorf("rendered KafkaCluster:\n%s", out[strings.Index(out, "kind: KafkaCluster"):])
+	}
+}
+
+// TestChartConventions renders each convention value and checks the object it changes.
+func TestChartConventions(t *testing.T) {
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	out, err := render(
+		"--set", "fullnameOverride=queues", "--set", "image.digest="+digest,
+		"--set-json", `podSecurityContext={"runAsNonRoot":true,"runAsUser":1000,"seccompProfile":{"type":"RuntimeDefault"}}`,
+		"--set-json", `securityContext={"runAsNonRoot":null,"runAsUser":1000}`,
+		"--set", "extraArgs={--zap-devel}", "--set-json", `extraEnv=[{"name":"HTTPS_PROXY","value":"http://proxy:3128"}]`,
+		"--set", "replicaCount=2", "--set", "podDisruptionBudget.enabled=true",
+		"--set-json", `topologySpreadConstraints=[{"maxSkew":1,"topologyKey":"topology.kubernetes.io/zone","whenUnsatisfiable":"ScheduleAnyway"}]`,
+		"--set", "webhook.failurePolicy=Fail", "--set-json", `webhook.namespaceSelector={"matchLabels":{"team":"a"}}`,
+		"--set-json", `global={"imageRegistry":"mirror.example"}`,
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dep appsv1.Deployment
+	find(t, out, "Deployment", "queues", &dep)
+	pod := dep.Spec.Template.Spec
+	c := pod.Containers[0]
+	if c.Image != "ghcr.io/kafkaqueues/kafka-queue-operator@"+digest {
+		t.Errorf("image %q, want the digest", c.Image)
+	}
+	if !strings.Contains(strings.Join(c.Args, " "), "--republisher-image=ghcr.io/kafkaqueues/kafka-queue-operator@"+digest) {
+		t.Errorf("the sidecar image is not pinned by the digest: %v", c.Args)
+	}
+	if pod.SecurityContext == nil || pod.SecurityContext.RunAsUser == nil || *pod.SecurityContext.RunAsUser != 1000 {
+		t.Errorf("podSecurityContext not applied: %+v", pod.SecurityContext)
+	}
+	// Helm merges maps: the value's keys join the defaults, and null removes one.
+	if sc := c.SecurityContext; sc == nil || sc.RunAsNonRoot != nil || sc.RunAsUser == nil || *sc.RunAsUser != 1000 || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("securityContext not merged with the defaults: %+v", c.SecurityContext)
+	}
+	if c.Args[len(c.Args)-1] != "--zap-devel" {
+		t.Errorf("extraArgs not last: %v", c.Args)
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+		if e.Name == "GOMEMLIMIT" && (e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil || e.ValueFrom.ResourceFieldRef.Resource != "limits.memory") {
+			t.Errorf("GOMEMLIMIT is not the memory limit from the downward API: %+v", e)
+		}
+	}
+	if _, ok := env["GOMEMLIMIT"]; !ok || env["HTTPS_PROXY"] != "http://proxy:3128" {
+		t.Errorf("env %v: want GOMEMLIMIT and extraEnv", env)
+	}
+	if len(pod.TopologySpreadConstraints) != 1 || pod.TopologySpreadConstraints[0].TopologyKey != "topology.kubernetes.io/zone" {
+		t.Errorf("topologySpreadConstraints %+v", pod.TopologySpreadConstraints)
+	}
+	var pdb policyv1.PodDisruptionBudget
+	find(t, out, "PodDisruptionBudget", "queues", &pdb)
+	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 || pdb.Spec.Selector.MatchLabels["app.kubernetes.io/instance"] != "kqo" {
+		t.Errorf("PodDisruptionBudget %+v", pdb.Spec)
+	}
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	find(t, out, "MutatingWebhookConfiguration", "queues-republisher", &mwc)
+	wh := mwc.Webhooks[0]
+	if wh.FailurePolicy == nil || *wh.FailurePolicy != admissionregistrationv1.Fail {
+		t.Errorf("failurePolicy %v", wh.FailurePolicy)
+	}
+	if wh.NamespaceSelector.MatchLabels["team"] != "a" || len(wh.NamespaceSelector.MatchExpressions) != 1 {
+		t.Fatalf("namespaceSelector %+v: want the value's matchLabels and the exclusions", wh.NamespaceSelector)
+	}
+	if ex := wh.NamespaceSelector.MatchExpressions[0]; ex.Key != "kubernetes.io/metadata.name" || ex.Operator != "NotIn" || strings.Join(ex.Values, ",") != "kube-system,kqo-system" {
+		t.Errorf("namespaceSelector does not exclude kube-system and the release namespace: %+v", ex)
+	}
+	if wh.ObjectSelector == nil || len(wh.ObjectSelector.MatchExpressions) != 1 || wh.ObjectSelector.MatchExpressions[0].Key != "kafkaqueues.io/queue" {
+		t.Errorf("objectSelector %+v: want Pods with the kafkaqueues.io/queue label", wh.ObjectSelector)
+	}
+	// Writing webhook configurations is limited to the release's own.
+	var cr rbacv1.ClusterRole
+	find(t, out, "ClusterRole", "queues-manager", &cr)
+	for _, r := range cr.Rules {
+		for _, res := range r.Resources {
+			if res == "mutatingwebhookconfigurations" && strings.Contains(strings.Join(r.Verbs, ","), "update") {
+				t.Errorf("the manager ClusterRole may update every mutatingwebhookconfiguration: %+v", r)
+			}
+		}
+	}
+	find(t, out, "ClusterRole", "queues-webhook-config", &cr)
+	if len(cr.Rules) != 1 || strings.Join(cr.Rules[0].ResourceNames, ",") != "queues-republisher" {
+		t.Errorf("webhook-config ClusterRole %+v: want update/patch on queues-republisher only", cr.Rules)
+	}
+	// Leader election may record its events.
+	var role rbacv1.Role
+	find(t, out, "Role", "queues-leader-election", &role)
+	events := false
+	for _, r := range role.Rules {
+		for _, res := range r.Resources {
+			if res == "events" && slices.Contains(r.APIGroups, "") && slices.Contains(r.Verbs, "create") {
+				events = true
+			}
+		}
+	}
+	if !events {
+		t.Errorf("the leader-election Role cannot create events: %+v", role.Rules)
+	}
+
+	// nameOverride changes names and the name label, not the instance label.
+	out, err = render("--set", "nameOverride=queue-operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	find(t, out, "Deployment", "kqo-queue-operator", &dep)
+	if dep.Spec.Selector.MatchLabels["app.kubernetes.io/name"] != "queue-operator" {
+		t.Errorf("nameOverride: selector %v", dep.Spec.Selector.MatchLabels)
+	}
+	// Defaults: no PodDisruptionBudget with one replica, failurePolicy Ignore.
+	out, err = render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range objects(t, out) {
+		if u.GetKind() == "PodDisruptionBudget" {
+			t.Error("a PodDisruptionBudget is rendered by default (it would block drains with one replica)")
+		}
+	}
+	find(t, out, "MutatingWebhookConfiguration", "kqo-kafka-queue-operator-republisher", &mwc)
+	if *mwc.Webhooks[0].FailurePolicy != admissionregistrationv1.Ignore {
+		t.Errorf("default failurePolicy %v", *mwc.Webhooks[0].FailurePolicy)
+	}
+}
+
+// TestChartWorksAsASubchart: a parent chart with this chart as a dependency and globals set.
+func TestChartWorksAsASubchart(t *testing.T) {
+	parent := filepath.Join(t.TempDir(), "platform")
+	if err := os.MkdirAll(filepath.Join(parent, "charts"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	copyDir(t, chartDir, filepath.Join(parent, "charts", "kafka-queue-operator"))
+	files := map[string]string{
+		"Chart.yaml":  "apiVersion: v2\nname: platform\nversion: 1.0.0\ndependencies:\n  - name: kafka-queue-operator\n    version: \"*\"\n",
+		"values.yaml": "global:\n  imageRegistry: mirror.example\n  storageClass: fast\nkafka-queue-operator:\n  kafka:\n    bootstrapServers: [kafka:9092]\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(parent, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := helm("template", "platform", parent, "--namespace", "platform", "--kube-version", "1.37.2")
+	if err != nil {
+		t.Fatalf("as a subchart with globals: %v", err)
+	}
+	if !strings.Contains(out, "kind: KafkaCluster") {
+		t.Errorf("the subchart's values did not reach it:\n%s", out)
+	}
+}
