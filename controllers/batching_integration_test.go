@@ -82,9 +82,9 @@ func TestBatchedQueuesKeepTheirOwnErrors(t *testing.T) {
 		}
 	}
 	// The refused topic item did not take the same request's group item with it.
-	waitConfig(t, r.admin, kafka.ResourceKey{Type: kafka.GroupResource, Name: groupIDOf(badAlter)}, "share.record.lock.duration.ms", func(e kafka.ConfigEntry) string {
+	waitConfig(t, r.admin, kafka.ResourceKey{Type: kafka.GroupResource, Name: badAlter.KafkaGroupID()}, "share.record.lock.duration.ms", func(e kafka.ConfigEntry) string {
 		if e.Value != "40000" {
-			return fmt.Sprintf("group %s lock duration %q, want 40000", groupIDOf(badAlter), e.Value)
+			return fmt.Sprintf("group %s lock duration %q, want 40000", badAlter.KafkaGroupID(), e.Value)
 		}
 		return ""
 	})

@@ -57,179 +57,228 @@ type DeadLetterRouteReconciler struct {
 // +kubebuilder:rbac:groups=kafkaqueues.io,resources=deadletterroutes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=kafkaqueues.io,resources=deadletterroutes/finalizers,verbs=update
 
-// Reconcile brings one DeadLetterRoute's topic and group configs in line with its spec.
-func (r *DeadLetterRouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	logger := log.FromContext(ctx)
+// routeScope is one DeadLetterRoute reconcile: what its steps read, planned and applied.
+type routeScope struct {
+	*scope
+	r    *DeadLetterRouteReconciler
+	dlr  *kqv1.DeadLetterRoute
+	mode string // the stricter of the route's and its queue's reconcile modes
+
+	sq        kqv1.ShareQueue
+	kc        kqv1.KafkaCluster
+	kctx      context.Context
+	cancel    context.CancelFunc
+	cl        *kafka.Client
+	obs       routeObservation
+	plan      routePlan
+	topicName string
+	topicErr  error // non-retriable item error on the topic
+	groupErr  error // non-retriable item error on the group configs
+}
+
+// Reconcile brings one DeadLetterRoute's topic and group configs in line with its spec. It
+// reads as its steps; the deferred summarize writes status once and picks the requeue.
+func (r *DeadLetterRouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	var dlr kqv1.DeadLetterRoute
 	if err := r.Get(ctx, req.NamespacedName, &dlr); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	mode := reconcileMode(dlr.Annotations)
-	if mode == kqv1.ReconcilePaused || mode == reconcileInvalid {
-		return r.paused(ctx, &dlr, mode)
+	d := &routeScope{r: r, dlr: &dlr, mode: reconcileMode(dlr.Annotations), cancel: func() {}}
+	d.scope = newScope(&dlr, &dlr.Status.Conditions, func(a, b client.Object) bool {
+		return equality.Semantic.DeepEqual(a.(*kqv1.DeadLetterRoute).Status, b.(*kqv1.DeadLetterRoute).Status)
+	})
+	defer func() { d.cancel() }()
+	defer func() { res, err = d.summarize(ctx, r.Client, r.Recorder, d.waited, err) }()
+	return ctrl.Result{}, d.run(ctx,
+		step{"paused", d.paused},
+		step{"finalize", d.finalize},
+		step{"finalizer", d.addFinalizer},
+		step{"ownership", d.checkOwnership},
+		step{"queue", d.readQueue},
+		step{"cluster", d.connect},
+		step{"move group", d.leaveOldGroup},
+		step{"observe", d.observe},
+		step{"plan", d.planChanges},
+		step{"apply", d.apply},
+		step{"status", d.status},
+	)
+}
+
+// paused: annotation Paused (or an unknown mode) reads and writes nothing, and deleting the
+// route removes nothing from Kafka.
+func (d *routeScope) paused(ctx context.Context) error {
+	dlr := d.dlr
+	if d.mode != kqv1.ReconcilePaused && d.mode != reconcileInvalid {
+		return nil
 	}
 	if !dlr.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, &dlr)
+		if !controllerutil.ContainsFinalizer(dlr, RouteFinalizer) {
+			return errDone
+		}
+		d.r.event(dlr, corev1.EventTypeWarning, "CleanupSkipped", "Delete", fmt.Sprintf("reconcile mode %q: any dead-letter configs on group %s were left in Kafka", dlr.Annotations[kqv1.ReconcileAnnotation], dlr.Status.GroupID))
+		return d.r.releaseFinalizer(ctx, dlr)
 	}
-	if !controllerutil.ContainsFinalizer(&dlr, RouteFinalizer) {
+	pausedStatus(&dlr.Status.Conditions, d.mode, dlr.Annotations[kqv1.ReconcileAnnotation], d.gen)
+	dlr.Status.ObservedGeneration = d.gen
+	return errDone
+}
+
+// addFinalizer adds the route's finalizer, and records the generation and queue.
+func (d *routeScope) addFinalizer(ctx context.Context) error {
+	dlr := d.dlr
+	if !controllerutil.ContainsFinalizer(dlr, RouteFinalizer) {
 		patch := client.MergeFromWithOptions(dlr.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		controllerutil.AddFinalizer(&dlr, RouteFinalizer)
-		if err := r.Patch(ctx, &dlr, patch); err != nil {
-			return ctrl.Result{}, err
+		controllerutil.AddFinalizer(dlr, RouteFinalizer)
+		if err := d.r.Patch(ctx, dlr, patch); err != nil {
+			return err
 		}
 	}
-	original := dlr.DeepCopy()
-	gen := dlr.Generation
-	dlr.Status.ObservedGeneration = gen
+	d.snapshot()
+	dlr.Status.ObservedGeneration = d.gen
 	dlr.Status.QueueName = dlr.Spec.QueueRef.Name
+	return nil
+}
 
-	// --- one route per queue: the oldest wins
-	if first, err := r.firstRouteOf(ctx, dlr.Namespace, dlr.Spec.QueueRef.Name); err != nil {
-		return ctrl.Result{}, err
-	} else if first != nil && first.Name != dlr.Name {
-		msg := fmt.Sprintf("ShareQueue %s already has DeadLetterRoute %s (created %s); a queue has one route, so this one writes nothing", dlr.Spec.QueueRef.Name, first.Name, first.CreationTimestamp.UTC().Format(time.RFC3339))
-		if prev := findCondition(dlr.Status.Conditions, kqv1.ConditionConflict); prev == nil || prev.Status != metav1.ConditionTrue {
-			r.event(&dlr, corev1.EventTypeWarning, kqv1.ReasonConflict, "Reconcile", msg)
-		}
-		setCondition(&dlr.Status.Conditions, kqv1.ConditionConflict, condInput{metav1.ConditionTrue, kqv1.ReasonConflict, msg}, gen)
-		setCondition(&dlr.Status.Conditions, kqv1.ConditionRouteActive, condInput{metav1.ConditionFalse, kqv1.ReasonConflict, msg}, gen)
-		setKstatus(&dlr.Status.Conditions, condInput{metav1.ConditionFalse, kqv1.ReasonConflict, msg}, true, gen)
-		// Not acting for the queue: no mode, topic or group of its own (so it never claims
-		// ownership and its deletion cleans up nothing the owner set).
-		dlr.Status.EffectiveMode, dlr.Status.TopicName, dlr.Status.GroupID, dlr.Status.ClusterName = "", "", "", ""
-		return ctrl.Result{}, r.patchStatus(ctx, original, &dlr)
+// checkOwnership: one route per queue, the owning one (kqv1.OwningRoute) acts; another is in
+// Conflict (stalled) and claims no mode, topic or group of its own, so it never claims
+// ownership and its deletion cleans up nothing the owner set.
+func (d *routeScope) checkOwnership(ctx context.Context) error {
+	dlr := d.dlr
+	first, err := d.r.firstRouteOf(ctx, dlr.Namespace, dlr.Spec.QueueRef.Name)
+	if err != nil {
+		return err
 	}
-	setCondition(&dlr.Status.Conditions, kqv1.ConditionConflict, condInput{metav1.ConditionFalse, kqv1.ReasonNoConflict,
-		fmt.Sprintf("this is the only DeadLetterRoute of ShareQueue %s", dlr.Spec.QueueRef.Name)}, gen)
+	msg := ""
+	if first != nil && first.Name != dlr.Name {
+		msg = fmt.Sprintf("ShareQueue %s already has DeadLetterRoute %s (created %s); a queue has one route, so this one writes nothing", dlr.Spec.QueueRef.Name, first.Name, first.CreationTimestamp.UTC().Format(time.RFC3339))
+	}
+	routeConflictStatus(&dlr.Status, msg, d.gen)
+	if msg != "" {
+		return &stallError{Reason: kqv1.ReasonConflict, Message: msg}
+	}
+	return nil
+}
 
-	// --- source queue and its cluster
-	var sq kqv1.ShareQueue
-	if err := r.Get(ctx, types.NamespacedName{Namespace: dlr.Namespace, Name: dlr.Spec.QueueRef.Name}, &sq); err != nil {
+// readQueue reads the source queue. The route writes to the queue's group, so the queue's
+// reconcile mode binds it too: the stricter of the two applies.
+func (d *routeScope) readQueue(ctx context.Context) error {
+	dlr := d.dlr
+	if err := d.r.Get(ctx, types.NamespacedName{Namespace: dlr.Namespace, Name: dlr.Spec.QueueRef.Name}, &d.sq); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, err
+			return err
 		}
-		r.waiting(&dlr, kqv1.ReasonQueueNotFound, fmt.Sprintf("ShareQueue %s/%s (spec.queueRef.name) does not exist", dlr.Namespace, dlr.Spec.QueueRef.Name))
-		return ctrl.Result{}, r.patchStatus(ctx, original, &dlr) // the ShareQueue watch brings us back
+		// The ShareQueue watch brings the route back.
+		return waiting(kqv1.ReasonQueueNotFound, fmt.Sprintf("ShareQueue %s/%s (spec.queueRef.name) does not exist", dlr.Namespace, dlr.Spec.QueueRef.Name))
 	}
-	// The route writes to the queue's group, so the queue's reconcile mode binds it too: the
-	// stricter of the two applies.
+	sq := &d.sq
 	switch qm := reconcileMode(sq.Annotations); qm {
 	case kqv1.ReconcilePaused, reconcileInvalid:
-		r.waiting(&dlr, kqv1.ReasonPaused, fmt.Sprintf("ShareQueue %s has annotation %s=%q: its route reads and writes nothing either", sq.Name, kqv1.ReconcileAnnotation, sq.Annotations[kqv1.ReconcileAnnotation]))
-		return ctrl.Result{}, r.patchStatus(ctx, original, &dlr)
+		return waiting(kqv1.ReasonPaused, fmt.Sprintf("ShareQueue %s has annotation %s=%q: its route reads and writes nothing either", sq.Name, kqv1.ReconcileAnnotation, sq.Annotations[kqv1.ReconcileAnnotation]))
 	case kqv1.ReconcileObserveOnly, kqv1.ReconcilePlan:
-		if mode == kqv1.ReconcileActive {
-			mode = qm
+		if d.mode == kqv1.ReconcileActive {
+			d.mode = qm
 		}
 	}
-	var kc kqv1.KafkaCluster
-	if err := r.Get(ctx, types.NamespacedName{Namespace: sq.Namespace, Name: sq.Spec.ClusterRef.Name}, &kc); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, err
-		}
-		r.waiting(&dlr, kqv1.ReasonClusterNotFound, fmt.Sprintf("KafkaCluster %s/%s of ShareQueue %s does not exist", sq.Namespace, sq.Spec.ClusterRef.Name, sq.Name))
-		return ctrl.Result{}, r.patchStatus(ctx, original, &dlr)
-	}
-	if c := findCondition(kc.Status.Conditions, kqv1.ConditionConnected); c == nil || c.Status != metav1.ConditionTrue {
-		r.waiting(&dlr, kqv1.ReasonClusterNotReady, fmt.Sprintf("KafkaCluster %s is not connected", kc.Name))
-		return ctrl.Result{}, r.patchStatus(ctx, original, &dlr)
-	}
-	kctx, cancel := context.WithTimeout(ctx, r.KafkaTimeout)
-	defer cancel()
-	cl, err := pooledClientFor(kctx, r.APIReader, r.Pool, &kc)
-	if err != nil {
-		r.waiting(&dlr, kqv1.ReasonClusterNotReady, fmt.Sprintf("KafkaCluster %s: %v", kc.Name, err))
-		return ctrl.Result{}, errors.Join(err, r.patchStatus(ctx, original, &dlr))
-	}
+	return nil
+}
 
-	// --- observe
+// connect reads the queue's KafkaCluster and takes its pooled Kafka client.
+func (d *routeScope) connect(ctx context.Context) error {
+	sq := &d.sq
+	if err := d.r.Get(ctx, types.NamespacedName{Namespace: sq.Namespace, Name: sq.Spec.ClusterRef.Name}, &d.kc); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return err
+		}
+		return waiting(kqv1.ReasonClusterNotFound, fmt.Sprintf("KafkaCluster %s/%s of ShareQueue %s does not exist", sq.Namespace, sq.Spec.ClusterRef.Name, sq.Name))
+	}
+	kc := &d.kc
+	if c := findCondition(kc.Status.Conditions, kqv1.ConditionConnected); c == nil || c.Status != metav1.ConditionTrue {
+		return waiting(kqv1.ReasonClusterNotReady, fmt.Sprintf("KafkaCluster %s is not connected", kc.Name))
+	}
+	d.kctx, d.cancel = context.WithTimeout(ctx, d.r.KafkaTimeout)
+	cl, err := pooledClientFor(d.kctx, d.r.APIReader, d.r.Pool, kc)
+	if err != nil {
+		return &waitError{Reason: kqv1.ReasonClusterNotReady, Message: fmt.Sprintf("KafkaCluster %s: %v", kc.Name, err), Cause: err}
+	}
+	d.cl = cl
 	attempts, _ := sq.ApplicationAttempts(kc.Status) // 0: unknown
-	obs := routeObservation{Cluster: kc.Status, QueueTopic: topicNameOf(&sq), GroupID: groupIDOf(&sq), QueueAttempts: attempts}
-	if prev := original.Status; mode == kqv1.ReconcileActive && prev.EffectiveMode == kqv1.DeadLetterModeBrokerNative &&
-		prev.GroupID != "" && prev.GroupID != obs.GroupID && prev.ClusterName == kc.Name {
-		// The queue now has another group (recreated, or groupID changed): the configs this
-		// route set stay on the old group unless removed, which is done before the new group
-		// is recorded, so a failure is retried.
-		removed, err := removeDeadLetterConfigs(kctx, cl, prev.GroupID, prev.TopicName)
+	d.obs = routeObservation{Cluster: kc.Status, QueueTopic: sq.KafkaTopicName(), GroupID: sq.KafkaGroupID(), QueueAttempts: attempts}
+	return nil
+}
+
+// leaveOldGroup: when the queue now has another group (recreated, or groupID changed), the
+// configs this route set stay on the old group unless removed, which is done before the new
+// group is recorded, so a failure is retried.
+func (d *routeScope) leaveOldGroup(ctx context.Context) error {
+	dlr, obs := d.dlr, &d.obs
+	if prev := d.original.(*kqv1.DeadLetterRoute).Status; d.mode == kqv1.ReconcileActive && prev.EffectiveMode == kqv1.DeadLetterModeBrokerNative &&
+		prev.GroupID != "" && prev.GroupID != obs.GroupID && prev.ClusterName == d.kc.Name {
+		removed, err := removeDeadLetterConfigs(d.kctx, d.cl, prev.GroupID, prev.TopicName)
 		if err != nil {
-			r.waiting(&dlr, kqv1.ReasonKafkaUnavailable, fmt.Sprintf("removing the dead-letter configs of the queue's previous group %s: %v", prev.GroupID, err))
-			return ctrl.Result{}, errors.Join(err, r.patchStatus(ctx, original, &dlr))
+			return &waitError{Reason: kqv1.ReasonKafkaUnavailable, Message: fmt.Sprintf("removing the dead-letter configs of the queue's previous group %s: %v", prev.GroupID, err), Cause: err}
 		}
 		if len(removed) > 0 {
-			r.event(&dlr, corev1.EventTypeNormal, "DeadLetterRouteMoved", "Apply", fmt.Sprintf("the queue's group is now %s: removed %s", obs.GroupID, changesOf(removed, "group "+prev.GroupID)))
+			d.r.event(dlr, corev1.EventTypeNormal, "DeadLetterRouteMoved", "Apply", fmt.Sprintf("the queue's group is now %s: removed %s", obs.GroupID, changesOf(removed, "group "+prev.GroupID)))
 		}
 	}
-	dlr.Status.GroupID, dlr.Status.ClusterName = obs.GroupID, kc.Name
-	topicName := deadLetterTopicNameOf(&dlr, obs.QueueTopic, kc.Status)
-	owner, err := r.topicOwner(ctx, &kc, topicName)
+	dlr.Status.GroupID, dlr.Status.ClusterName = obs.GroupID, d.kc.Name
+	return nil
+}
+
+// observe checks that the dead-letter topic is no live queue's topic, then reads the topic,
+// its configs and the group's configs: one round of Kafka reads.
+func (d *routeScope) observe(ctx context.Context) error {
+	d.topicName = d.dlr.KafkaTopicName(d.obs.QueueTopic, d.kc.Status)
+	owner, err := d.r.topicOwner(ctx, &d.kc, d.topicName)
 	if err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
-	obs.TopicOwner = owner
-	if err := r.observe(kctx, cl, topicName, &obs); err != nil {
-		r.waiting(&dlr, kqv1.ReasonKafkaUnavailable, fmt.Sprintf("reading topic %s / group %s: %v", topicName, obs.GroupID, err))
-		return ctrl.Result{}, errors.Join(err, r.patchStatus(ctx, original, &dlr))
+	d.obs.TopicOwner = owner
+	if err := d.r.observe(d.kctx, d.cl, d.topicName, &d.obs); err != nil {
+		return &waitError{Reason: kqv1.ReasonKafkaUnavailable, Message: fmt.Sprintf("reading topic %s / group %s: %v", d.topicName, d.obs.GroupID, err), Cause: err}
 	}
+	return nil
+}
 
-	// --- plan, apply
-	plan := planRoute(&dlr, obs)
-	dlr.Status.TopicName = plan.TopicName
-	dlr.Status.EffectiveMode = plan.Mode
-	if plan.Blocked {
+// planChanges runs the pure plan (planRoute).
+func (d *routeScope) planChanges(context.Context) error {
+	d.plan = planRoute(d.dlr, d.obs)
+	d.dlr.Status.TopicName = d.plan.TopicName
+	d.dlr.Status.EffectiveMode = d.plan.Mode
+	if d.plan.Blocked {
 		// Nothing written: the route claims no topic (a queue may use the name).
-		dlr.Status.TopicName = ""
+		d.dlr.Status.TopicName = ""
 	}
-	var topicErr, groupErr, transient error
-	topicCond, routeCond := plan.TopicReady, plan.RouteActive
-	switch {
-	case plan.Blocked || plan.Empty():
-	case mode != kqv1.ReconcileActive:
-		reason := kqv1.ReasonPlanned
-		if mode == kqv1.ReconcileObserveOnly {
-			reason = kqv1.ReasonObserveOnly
-		}
-		routeCond = condInput{metav1.ConditionFalse, reason, fmt.Sprintf("reconcile mode %s (annotation %s on the route or its queue): not applied: %s", mode, kqv1.ReconcileAnnotation, strings.Join(plan.Changes(), "; "))}
-	default:
-		logger.Info("kafka changes planned", "changes", plan.Changes())
-		topicErr, groupErr, transient = r.apply(kctx, cl, &dlr, &plan, obs.GroupID)
-	}
+	return nil
+}
 
-	// --- report
-	if topicErr != nil {
-		topicCond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, "the brokers refused spec.topic: " + topicErr.Error()}
-		routeCond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, "no dead-letter topic: " + topicErr.Error()}
+// apply is the one round of Kafka writes, in Active mode and when the plan has any.
+func (d *routeScope) apply(ctx context.Context) error {
+	if d.plan.Blocked || d.plan.Empty() || d.mode != kqv1.ReconcileActive {
+		return nil
 	}
-	if groupErr != nil {
-		routeCond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, fmt.Sprintf("the brokers refused the dead-letter configs of group %s: %v", obs.GroupID, groupErr)}
-	}
-	if transient != nil {
-		routeCond = condInput{metav1.ConditionUnknown, kqv1.ReasonKafkaUnavailable, "applying: " + transient.Error()}
-	}
-	setCondition(&dlr.Status.Conditions, kqv1.ConditionTopicReady, topicCond, gen)
-	setCondition(&dlr.Status.Conditions, kqv1.ConditionRouteActive, routeCond, gen)
-	ready := condInput{metav1.ConditionTrue, kqv1.ReasonReady, routeCond.Message}
-	stalled := false
-	switch {
-	case topicCond.Status != metav1.ConditionTrue:
-		ready = condInput{metav1.ConditionFalse, topicCond.Reason, topicCond.Message}
-		stalled = topicCond.Status == metav1.ConditionFalse
-	case routeCond.Status != metav1.ConditionTrue:
-		ready = condInput{metav1.ConditionFalse, routeCond.Reason, routeCond.Message}
-		stalled = routeCond.Status == metav1.ConditionFalse
-	}
-	setKstatus(&dlr.Status.Conditions, ready, stalled, gen)
-	if err := r.patchStatus(ctx, original, &dlr); err != nil {
-		return ctrl.Result{}, err
-	}
-	if transient != nil {
-		return ctrl.Result{}, transient
-	}
-	if routeCond.Reason == kqv1.ReasonDeliveryLimitNotReserved {
+	log.FromContext(ctx).Info("kafka changes planned", "changes", d.plan.Changes())
+	d.topicErr, d.groupErr, d.err = d.r.apply(d.kctx, d.cl, d.dlr, &d.plan, d.obs.GroupID)
+	return nil
+}
+
+// status runs the pure status step (routeStatus) and picks the requeue.
+func (d *routeScope) status(context.Context) error {
+	ready, stalled := routeStatus(&d.dlr.Status, d.gen, d.mode, &d.plan, d.obs.GroupID, d.topicErr, d.groupErr, d.err)
+	d.setReady(ready, stalled)
+	if ra := findCondition(d.dlr.Status.Conditions, kqv1.ConditionRouteActive); ra != nil && ra.Reason == kqv1.ReasonDeliveryLimitNotReserved {
 		// The queue's reconciler raises the limit once it sees this route's mode, and the
 		// brokers' reads trail their writes: look again soon rather than at the next resync.
-		return ctrl.Result{RequeueAfter: min(r.ResyncInterval, 15*time.Second)}, nil
+		d.requeueAfter = min(d.r.ResyncInterval, 15*time.Second)
+	} else {
+		d.requeueAfter = d.r.ResyncInterval
 	}
-	return ctrl.Result{RequeueAfter: r.ResyncInterval}, nil
+	return nil
+}
+
+// waited reports a route waiting on its queue, cluster or Kafka (routeWaited).
+func (d *routeScope) waited(w *waitError) condInput {
+	return routeWaited(&d.dlr.Status.Conditions, d.gen, w.Reason, w.Message)
 }
 
 // observe reads the dead-letter topic, its configs and the group's configs (readTopicAndGroup).
@@ -296,140 +345,6 @@ func routesNaming(ctx context.Context, c client.Reader, ns, queue string) ([]kqv
 	return list.Items, err
 }
 
-// waiting records a wait on something outside the route (queue, cluster, Kafka).
-func (r *DeadLetterRouteReconciler) waiting(dlr *kqv1.DeadLetterRoute, reason, msg string) {
-	gen := dlr.Generation
-	in := condInput{metav1.ConditionFalse, reason, msg}
-	if reason == kqv1.ReasonKafkaUnavailable {
-		in.Status = metav1.ConditionUnknown
-	}
-	unknown := condInput{metav1.ConditionUnknown, reason, "not evaluated: " + msg}
-	setCondition(&dlr.Status.Conditions, kqv1.ConditionTopicReady, unknown, gen)
-	setCondition(&dlr.Status.Conditions, kqv1.ConditionRouteActive, in, gen)
-	setKstatus(&dlr.Status.Conditions, in, false, gen)
-}
-
-// finalize removes the broker-native dead-letter configs this route set on the group (so the
-// brokers stop writing to a topic nobody declares), keeps the topic, and releases the
-// finalizer. An unreachable cluster is waited for up to FinalizerTimeout.
-func (r *DeadLetterRouteReconciler) finalize(ctx context.Context, dlr *kqv1.DeadLetterRoute) (ctrl.Result, error) {
-	if !controllerutil.ContainsFinalizer(dlr, RouteFinalizer) {
-		return ctrl.Result{}, nil
-	}
-	release := func() (ctrl.Result, error) {
-		patch := client.MergeFrom(dlr.DeepCopy())
-		controllerutil.RemoveFinalizer(dlr, RouteFinalizer)
-		return ctrl.Result{}, client.IgnoreNotFound(r.Patch(ctx, dlr, patch))
-	}
-	if dlr.Status.EffectiveMode != kqv1.DeadLetterModeBrokerNative {
-		return release()
-	}
-	if next, err := r.firstRouteOf(ctx, dlr.Namespace, dlr.Spec.QueueRef.Name); err != nil {
-		return ctrl.Result{}, err
-	} else if next != nil {
-		// Another route of the queue takes over and sets its own configs: removing these
-		// would leave the group without a dead-letter topic in between.
-		return release()
-	}
-	giveUp := func(why string) (ctrl.Result, error) {
-		if wait := r.FinalizerTimeout - time.Since(dlr.DeletionTimestamp.Time); wait > 0 {
-			return ctrl.Result{RequeueAfter: min(wait, 15*time.Second)}, nil
-		}
-		r.event(dlr, corev1.EventTypeWarning, "CleanupAbandoned", "Delete",
-			fmt.Sprintf("%s; released the finalizer after %s, leaving the %s configs on the group", why, r.FinalizerTimeout, dlqTopicNameConfig))
-		return release()
-	}
-	// The group and cluster as last resolved: the ShareQueue may already be gone (with
-	// deletionPolicy Retain its group, and these configs, stay in Kafka).
-	groupID, clusterName := dlr.Status.GroupID, dlr.Status.ClusterName
-	var sq kqv1.ShareQueue
-	if err := r.Get(ctx, types.NamespacedName{Namespace: dlr.Namespace, Name: dlr.Spec.QueueRef.Name}, &sq); err == nil {
-		groupID, clusterName = groupIDOf(&sq), sq.Spec.ClusterRef.Name
-	} else if !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, err
-	}
-	if groupID == "" || clusterName == "" {
-		r.event(dlr, corev1.EventTypeWarning, "CleanupAbandoned", "Delete",
-			fmt.Sprintf("ShareQueue %s is gone and this route never recorded its group: any %s configs it set stay on the group", dlr.Spec.QueueRef.Name, dlqTopicNameConfig))
-		return release()
-	}
-	var kc kqv1.KafkaCluster
-	if err := r.Get(ctx, types.NamespacedName{Namespace: dlr.Namespace, Name: clusterName}, &kc); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.event(dlr, corev1.EventTypeWarning, "CleanupAbandoned", "Delete",
-				fmt.Sprintf("KafkaCluster %s is gone: the %s configs stay on group %s", clusterName, dlqTopicNameConfig, groupID))
-			return release()
-		}
-		return ctrl.Result{}, err
-	}
-	kctx, cancel := context.WithTimeout(ctx, r.KafkaTimeout)
-	defer cancel()
-	cl, err := pooledClientFor(kctx, r.APIReader, r.Pool, &kc)
-	if err != nil {
-		return giveUp(fmt.Sprintf("cannot build a client for KafkaCluster %s: %v", kc.Name, err))
-	}
-	del, err := removeDeadLetterConfigs(kctx, cl, groupID, dlr.Status.TopicName)
-	if err != nil {
-		return giveUp(fmt.Sprintf("removing the dead-letter configs of group %s on KafkaCluster %s: %v", groupID, kc.Name, err))
-	}
-	if len(del) > 0 {
-		r.event(dlr, corev1.EventTypeNormal, "DeadLetterRouteRemoved", "Delete",
-			fmt.Sprintf("removed %s from group %s; topic %s and its dead records are kept", changesOf(del, "group "+groupID), groupID, dlr.Status.TopicName))
-	}
-	return release()
-}
-
-// removeDeadLetterConfigs unsets the KIP-1191 configs a route set on a group: the topic name
-// only while it still names topicName (a value someone else put there stays), and the
-// copy-record switch. It returns what it removed.
-func removeDeadLetterConfigs(ctx context.Context, cl *kafka.Client, groupID, topicName string) ([]kafka.AlterConfig, error) {
-	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: groupID}
-	cfgs, err := cl.DescribeConfigs(ctx, []kafka.ResourceKey{groupKey})
-	if err != nil {
-		return nil, err
-	}
-	var del []kafka.AlterConfig
-	for _, k := range []string{dlqTopicNameConfig, dlqCopyRecordConfig} {
-		e, ok := cfgs[groupKey].Configs[k]
-		if ok && e.IsOverride() && (k != dlqTopicNameConfig || e.Value == topicName) {
-			del = append(del, kafka.AlterConfig{Name: k, Op: kafka.OpDelete})
-		}
-	}
-	if len(del) == 0 {
-		return nil, nil
-	}
-	res, err := cl.IncrementalAlterConfigs(ctx, []kafka.Alteration{{Resource: groupKey, Configs: del}})
-	if err == nil {
-		err = res[groupKey]
-	}
-	if err != nil {
-		return nil, err
-	}
-	return del, nil
-}
-
-// paused reports a route whose kafkaqueues.io/reconcile annotation is Paused (or not a known
-// mode): nothing is read or written, and deleting it removes nothing from Kafka.
-func (r *DeadLetterRouteReconciler) paused(ctx context.Context, dlr *kqv1.DeadLetterRoute, mode string) (ctrl.Result, error) {
-	if !dlr.DeletionTimestamp.IsZero() {
-		if !controllerutil.ContainsFinalizer(dlr, RouteFinalizer) {
-			return ctrl.Result{}, nil
-		}
-		r.event(dlr, corev1.EventTypeWarning, "CleanupSkipped", "Delete", fmt.Sprintf("reconcile mode %q: any dead-letter configs on group %s were left in Kafka", dlr.Annotations[kqv1.ReconcileAnnotation], dlr.Status.GroupID))
-		patch := client.MergeFrom(dlr.DeepCopy())
-		controllerutil.RemoveFinalizer(dlr, RouteFinalizer)
-		return ctrl.Result{}, client.IgnoreNotFound(r.Patch(ctx, dlr, patch))
-	}
-	original := dlr.DeepCopy()
-	in := condInput{metav1.ConditionFalse, kqv1.ReasonPaused, "annotation kafkaqueues.io/reconcile=Paused: nothing is read or written"}
-	if mode == reconcileInvalid {
-		in = condInput{metav1.ConditionFalse, kqv1.ReasonInvalidReconcileMode, fmt.Sprintf("annotation kafkaqueues.io/reconcile=%q is not one of Active, Paused, ObserveOnly, Plan; nothing is read or written until it is fixed", dlr.Annotations[kqv1.ReconcileAnnotation])}
-	}
-	setCondition(&dlr.Status.Conditions, kqv1.ConditionReconciling, in, dlr.Generation)
-	dlr.Status.ObservedGeneration = dlr.Generation
-	return ctrl.Result{}, r.patchStatus(ctx, original, dlr)
-}
-
 // topicOwner names the live ShareQueue on kc's Kafka cluster whose topic is topicName and
 // that owns it (not in Conflict); empty when none.
 func (r *DeadLetterRouteReconciler) topicOwner(ctx context.Context, kc *kqv1.KafkaCluster, topicName string) (string, error) {
@@ -448,10 +363,6 @@ func (r *DeadLetterRouteReconciler) topicOwner(ctx context.Context, kc *kqv1.Kaf
 		return fmt.Sprintf("ShareQueue %s/%s", q.Namespace, q.Name), nil
 	}
 	return "", nil
-}
-
-func (r *DeadLetterRouteReconciler) patchStatus(ctx context.Context, original, dlr *kqv1.DeadLetterRoute) error {
-	return patchStatusIfChanged(ctx, r.Client, original, dlr, equality.Semantic.DeepEqual(original.Status, dlr.Status))
 }
 
 func (r *DeadLetterRouteReconciler) event(obj *kqv1.DeadLetterRoute, typ, reason, action, msg string) {

@@ -21,8 +21,6 @@ const (
 	// dlqGroupEnableConfig is the topic config a hand-made dead-letter topic needs before
 	// the brokers write share-group dead records to it.
 	dlqGroupEnableConfig = "errors.deadletterqueue.group.enable"
-	// defaultDLQTopicPrefix is the brokers' default errors.deadletterqueue.topic.name.prefix.
-	defaultDLQTopicPrefix = "dlq."
 )
 
 // routeObservation is what a DeadLetterRoute reconcile read: the source queue, its cluster's
@@ -100,29 +98,6 @@ func resolveDeadLetterMode(spec kqv1.DeadLetterMode, cs kqv1.KafkaClusterStatus)
 	}
 }
 
-// dlqTopicPrefix is the brokers' errors.deadletterqueue.topic.name.prefix, or its default.
-func dlqTopicPrefix(cs kqv1.KafkaClusterStatus) string {
-	if cs.DeadLetterTopicPrefix != nil {
-		return *cs.DeadLetterTopicPrefix
-	}
-	return defaultDLQTopicPrefix
-}
-
-// deadLetterTopicNameOf is spec.topic.name, else the pinned status.topicName, else the
-// brokers' prefix followed by the queue's topic ("dlq.orders"). The default carries the prefix
-// in every mode, so a route that moves from Republisher to BrokerNative (share.version raised
-// to 2) keeps its topic.
-func deadLetterTopicNameOf(dlr *kqv1.DeadLetterRoute, queueTopic string, cs kqv1.KafkaClusterStatus) string {
-	switch {
-	case dlr.Spec.Topic.Name != "":
-		return dlr.Spec.Topic.Name
-	case dlr.Status.TopicName != "":
-		return dlr.Status.TopicName
-	default:
-		return dlqTopicPrefix(cs) + queueTopic
-	}
-}
-
 // planRoute decides the dead-letter topic and group-config writes of a route. It is pure.
 //
 // Rules: the topic is created when missing (partitions, replicationFactor, config) or adopted
@@ -134,7 +109,7 @@ func deadLetterTopicNameOf(dlr *kqv1.DeadLetterRoute, queueTopic string, cs kqv1
 func planRoute(dlr *kqv1.DeadLetterRoute, obs routeObservation) routePlan {
 	p := routePlan{}
 	mode, why := resolveDeadLetterMode(dlr.Spec.Mode, obs.Cluster)
-	p.TopicName = deadLetterTopicNameOf(dlr, obs.QueueTopic, obs.Cluster)
+	p.TopicName = dlr.KafkaTopicName(obs.QueueTopic, obs.Cluster)
 	if mode == "" {
 		p.Blocked = true
 		p.TopicReady = condInput{metav1.ConditionUnknown, kqv1.ReasonModeUnsupported, "not evaluated: " + why}
@@ -143,7 +118,7 @@ func planRoute(dlr *kqv1.DeadLetterRoute, obs routeObservation) routePlan {
 	}
 	p.Mode = mode
 	native := mode == kqv1.DeadLetterModeBrokerNative
-	if prefix := dlqTopicPrefix(obs.Cluster); native && !strings.HasPrefix(p.TopicName, prefix) {
+	if prefix := obs.Cluster.DeadLetterPrefix(); native && !strings.HasPrefix(p.TopicName, prefix) {
 		msg := fmt.Sprintf("spec.topic.name %q does not start with the brokers' errors.deadletterqueue.topic.name.prefix %q, which BrokerNative mode requires (KIP-1191); use %q or leave spec.topic.name empty", p.TopicName, prefix, prefix+p.TopicName)
 		p.Blocked = true
 		p.TopicReady = condInput{metav1.ConditionFalse, kqv1.ReasonTopicNamePrefixRequired, msg}

@@ -176,7 +176,7 @@ func TestPlanRouteKeepsItsPinnedTopic(t *testing.T) {
 	dlr.Status.TopicName = "dlq.orders"
 	cs := clusterAt(2)
 	cs.DeadLetterTopicPrefix = ptr.To("changed.")
-	if got := deadLetterTopicNameOf(dlr, "orders", cs); got != "dlq.orders" {
+	if got := dlr.KafkaTopicName("orders", cs); got != "dlq.orders" {
 		t.Errorf("topic %q: a resolved default must not move when the brokers' prefix changes", got)
 	}
 }

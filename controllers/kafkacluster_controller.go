@@ -45,9 +45,23 @@ type KafkaClusterReconciler struct {
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile probes the cluster and reports it.
-func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	logger := log.FromContext(ctx)
+// clusterScope is one KafkaCluster reconcile: the probe and the actions taken.
+type clusterScope struct {
+	*scope
+	r      *KafkaClusterReconciler
+	kc     *kqv1.KafkaCluster
+	kctx   context.Context
+	cancel context.CancelFunc
+	cl     *kafka.Client
+	probe  clusterProbe
+	status kqv1.KafkaClusterStatus
+	conds  clusterConditions
+	act    clusterAction
+}
+
+// Reconcile probes the cluster, makes the changes its policies ask for, and reports it. It
+// reads as its steps; the deferred summarize writes status once and picks the requeue.
+func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	var kc kqv1.KafkaCluster
 	if err := r.Get(ctx, req.NamespacedName, &kc); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -57,68 +71,113 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 		return ctrl.Result{}, err
 	}
-	if !kc.DeletionTimestamp.IsZero() {
-		r.Pool.Remove(clusterKey(&kc))
-		return ctrl.Result{}, nil
-	}
-	if m := reconcileMode(kc.Annotations); m == kqv1.ReconcilePaused || m == reconcileInvalid {
-		return ctrl.Result{}, nil
-	}
-	original := kc.DeepCopy()
-	gen := kc.Generation
+	c := &clusterScope{r: r, kc: &kc, cancel: func() {}}
+	c.scope = newScope(&kc, &kc.Status.Conditions, func(a, b client.Object) bool {
+		return equality.Semantic.DeepEqual(a.(*kqv1.KafkaCluster).Status, b.(*kqv1.KafkaCluster).Status)
+	})
+	defer func() { c.cancel() }()
+	defer func() { res, err = c.summarize(ctx, r.Client, r.Recorder, c.waited, err) }()
+	return ctrl.Result{}, c.run(ctx,
+		step{"deleted", c.deleted},
+		step{"paused", c.paused},
+		step{"connect", c.connect},
+		step{"probe", c.observe},
+		step{"plan", c.planChanges},
+		step{"apply", c.apply},
+		step{"status", c.report},
+	)
+}
 
-	kctx, cancel := context.WithTimeout(ctx, r.KafkaTimeout)
-	defer cancel()
-	cl, err := clientFor(kctx, r.APIReader, r.Pool, &kc)
+// deleted: a KafkaCluster being deleted gives up its pooled client; nothing is reported.
+func (c *clusterScope) deleted(context.Context) error {
+	if c.kc.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	c.r.Pool.Remove(clusterKey(c.kc))
+	return errDone
+}
+
+// paused: annotation Paused (or an unknown mode) probes nothing.
+func (c *clusterScope) paused(context.Context) error {
+	m := reconcileMode(c.kc.Annotations)
+	if m != kqv1.ReconcilePaused && m != reconcileInvalid {
+		return nil
+	}
+	pausedStatus(&c.kc.Status.Conditions, m, c.kc.Annotations[kqv1.ReconcileAnnotation], c.gen)
+	c.kc.Status.ObservedGeneration = c.gen
+	return errDone
+}
+
+// connect takes the cluster's Kafka client. A missing or unusable Secret is stalled (the
+// user must fix it); it is checked again every 30s, as Secrets are not watched.
+func (c *clusterScope) connect(ctx context.Context) error {
+	c.kctx, c.cancel = context.WithTimeout(ctx, c.r.KafkaTimeout)
+	cl, err := clientFor(c.kctx, c.r.APIReader, c.r.Pool, c.kc)
 	var se *secretError
 	if errors.As(err, &se) {
 		reason := kqv1.ReasonSecretNotFound
 		if se.invalid {
 			reason = kqv1.ReasonSecretInvalid
 		}
-		r.notConnected(&kc, reason, se.Error(), true)
-		return ctrl.Result{RequeueAfter: 30 * time.Second}, r.patchStatus(ctx, original, &kc)
+		notConnected(&c.kc.Status, c.gen, reason, se.Error())
+		return &stallError{Reason: reason, Message: se.Error(), After: 30 * time.Second}
 	}
 	if err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
-	probe, err := r.probe(kctx, cl)
-	if err != nil {
-		logger.Info("probe failed", "error", err.Error())
-		r.notConnected(&kc, kqv1.ReasonConnectionFailed, fmt.Sprintf("cannot reach the cluster at %v: %v", kc.Spec.BootstrapServers, err), false)
-		if perr := r.patchStatus(ctx, original, &kc); perr != nil {
-			return ctrl.Result{}, perr
-		}
-		return ctrl.Result{}, err // exponential backoff
-	}
+	c.cl = cl
+	return nil
+}
 
-	status, conds, act := planCluster(&kc, probe)
+// observe is the probe: one round of reads (clusterProbe).
+func (c *clusterScope) observe(ctx context.Context) error {
+	probe, err := c.r.probe(c.kctx, c.cl)
+	if err != nil {
+		log.FromContext(ctx).Info("probe failed", "error", err.Error())
+		// Exponential backoff.
+		return &waitError{Reason: kqv1.ReasonConnectionFailed, Message: fmt.Sprintf("cannot reach the cluster at %v: %v", c.kc.Spec.BootstrapServers, err), Cause: err}
+	}
+	c.probe = probe
+	return nil
+}
+
+// planChanges runs the pure plan (planCluster).
+func (c *clusterScope) planChanges(context.Context) error {
+	c.status, c.conds, c.act = planCluster(c.kc, c.probe)
+	return nil
+}
+
+// apply makes the changes the policies ask for: share.version finalized (featurePolicy
+// Finalize), __share_group_state reassigned and its min.insync.replicas set
+// (shareStateTopic.policy Manage).
+func (c *clusterScope) apply(ctx context.Context) error {
+	logger := log.FromContext(ctx)
+	kc, cl, kctx, act, r := c.kc, c.cl, c.kctx, c.act, c.r
 	if act.FinalizeShareVersion > 0 {
-		from := probe.Info.FeatureLevel(shareVersionFeature)
+		from := c.probe.Info.FeatureLevel(shareVersionFeature)
 		if err := cl.UpdateFeature(kctx, shareVersionFeature, act.FinalizeShareVersion); err != nil {
-			conds.ShareGroups = condInput{boolStatus(from >= 1), kqv1.ReasonFeatureUpdateFailed,
+			c.conds.ShareGroups = condInput{boolStatus(from >= 1), kqv1.ReasonFeatureUpdateFailed,
 				fmt.Sprintf("UpdateFeatures share.version %d -> %d failed: %v", from, act.FinalizeShareVersion, err)}
-			r.event(&kc, corev1.EventTypeWarning, kqv1.ReasonFeatureUpdateFailed, "FinalizeFeature", conds.ShareGroups.Message)
+			c.warn(r.Recorder, kqv1.ReasonFeatureUpdateFailed, "FinalizeFeature", c.conds.ShareGroups.Message)
 		} else {
 			msg := fmt.Sprintf("share.version raised from %d to %d with UpdateFeatures (upgrade)", from, act.FinalizeShareVersion)
-			r.event(&kc, corev1.EventTypeNormal, kqv1.ReasonFeatureFinalized, "FinalizeFeature", msg)
+			r.event(kc, corev1.EventTypeNormal, kqv1.ReasonFeatureFinalized, "FinalizeFeature", msg)
 			logger.Info("finalized feature", "feature", shareVersionFeature, "from", from, "to", act.FinalizeShareVersion)
 			// Re-read so status reports the level the brokers now advertise.
 			if again, err := r.probe(kctx, cl); err == nil {
-				status, conds, _ = planCluster(&kc, again)
+				c.status, c.conds, _ = planCluster(kc, again)
 				if again.Info.FeatureLevel(shareVersionFeature) < act.FinalizeShareVersion {
-					conds.ShareGroups = condInput{conds.ShareGroups.Status, kqv1.ReasonProgressing, msg + "; waiting for brokers to report it"}
+					c.conds.ShareGroups = condInput{c.conds.ShareGroups.Status, kqv1.ReasonProgressing, msg + "; waiting for brokers to report it"}
 				}
 			}
 		}
 	}
-
 	if len(act.Reassign) > 0 {
 		if err := cl.AlterPartitionAssignments(kctx, ShareStateTopic, act.Reassign); err != nil {
-			conds.ShareState = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, fmt.Sprintf("reassigning %s: %v", ShareStateTopic, err)}
-			r.event(&kc, corev1.EventTypeWarning, kqv1.ReasonKafkaRejected, "ReassignPartitions", conds.ShareState.Message)
+			c.conds.ShareState = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, fmt.Sprintf("reassigning %s: %v", ShareStateTopic, err)}
+			c.warn(r.Recorder, kqv1.ReasonKafkaRejected, "ReassignPartitions", c.conds.ShareState.Message)
 		} else {
-			r.event(&kc, corev1.EventTypeNormal, kqv1.ReasonShareStateReassigning, "ReassignPartitions", conds.ShareState.Message)
+			r.event(kc, corev1.EventTypeNormal, kqv1.ReasonShareStateReassigning, "ReassignPartitions", c.conds.ShareState.Message)
 			logger.Info("reassigning share-state partitions", "topic", ShareStateTopic, "partitions", len(act.Reassign))
 		}
 	}
@@ -130,36 +189,52 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			err = res[key]
 		}
 		if err != nil {
-			conds.ShareState = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, fmt.Sprintf("setting %s min.insync.replicas: %v", ShareStateTopic, err)}
-			r.event(&kc, corev1.EventTypeWarning, kqv1.ReasonKafkaRejected, "AlterConfigs", conds.ShareState.Message)
+			c.conds.ShareState = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, fmt.Sprintf("setting %s min.insync.replicas: %v", ShareStateTopic, err)}
+			c.warn(r.Recorder, kqv1.ReasonKafkaRejected, "AlterConfigs", c.conds.ShareState.Message)
 		} else {
-			r.event(&kc, corev1.EventTypeNormal, "ShareStateMinISRSet", "AlterConfigs", conds.ShareState.Message)
+			r.event(kc, corev1.EventTypeNormal, "ShareStateMinISRSet", "AlterConfigs", c.conds.ShareState.Message)
 		}
 	}
+	return nil
+}
 
-	for _, f := range status.FinalizedFeatures {
-		featureLevel.WithLabelValues(kc.Namespace, kc.Name, f.Name).Set(float64(f.Level))
+// report runs the pure status step (clusterStatus) and picks the requeue: soon while a
+// change is landing, else at the next probe.
+func (c *clusterScope) report(context.Context) error {
+	for _, f := range c.status.FinalizedFeatures {
+		featureLevel.WithLabelValues(c.kc.Namespace, c.kc.Name, f.Name).Set(float64(f.Level))
 	}
-	conditions := kc.Status.Conditions
-	kc.Status = status
-	kc.Status.Conditions = conditions
-	kc.Status.ObservedGeneration = gen
-	setCondition(&kc.Status.Conditions, kqv1.ConditionConnected, conds.Connected, gen)
-	setCondition(&kc.Status.Conditions, kqv1.ConditionShareGroupsEnabled, conds.ShareGroups, gen)
-	setCondition(&kc.Status.Conditions, kqv1.ConditionShareStateReplicated, conds.ShareState, gen)
+	c.setReady(clusterStatus(&c.kc.Status, c.gen, c.status, c.conds))
+	if c.conds.ShareGroups.Reason == kqv1.ReasonProgressing || c.conds.ShareState.Reason == kqv1.ReasonProgressing ||
+		c.conds.ShareState.Reason == kqv1.ReasonShareStateReassigning {
+		c.requeueAfter = 2 * time.Second
+	} else {
+		c.requeueAfter = c.r.ProbeInterval
+	}
+	return nil
+}
+
+// waited reports a cluster that could not be probed: Connected and Ready say why.
+func (c *clusterScope) waited(w *waitError) condInput {
+	return notConnected(&c.kc.Status, c.gen, w.Reason, w.Message)
+}
+
+// clusterStatus replaces the probed fields of st with probed, keeps its conditions, sets
+// Connected, ShareGroupsEnabled and ShareStateReplicated, and returns Ready and whether the
+// user must act. Pure.
+func clusterStatus(st *kqv1.KafkaClusterStatus, gen int64, probed kqv1.KafkaClusterStatus, conds clusterConditions) (condInput, bool) {
+	conditions := st.Conditions
+	*st = probed
+	st.Conditions = conditions
+	st.ObservedGeneration = gen
+	setCondition(&st.Conditions, kqv1.ConditionConnected, conds.Connected, gen)
+	setCondition(&st.Conditions, kqv1.ConditionShareGroupsEnabled, conds.ShareGroups, gen)
+	setCondition(&st.Conditions, kqv1.ConditionShareStateReplicated, conds.ShareState, gen)
 	ready, stalled := clusterReady(conds)
 	if conds.ShareState.Reason == kqv1.ReasonShareStateBrokerMissing {
 		stalled = true
 	}
-	setKstatus(&kc.Status.Conditions, ready, stalled, gen)
-	if err := r.patchStatus(ctx, original, &kc); err != nil {
-		return ctrl.Result{}, err
-	}
-	if conds.ShareGroups.Reason == kqv1.ReasonProgressing || conds.ShareState.Reason == kqv1.ReasonProgressing ||
-		conds.ShareState.Reason == kqv1.ReasonShareStateReassigning {
-		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
-	}
-	return ctrl.Result{RequeueAfter: r.ProbeInterval}, nil
+	return ready, stalled
 }
 
 // clusterReady summarises the cluster conditions into Ready and whether the user must act.
@@ -174,16 +249,12 @@ func clusterReady(c clusterConditions) (condInput, bool) {
 	return condInput{metav1.ConditionTrue, kqv1.ReasonReady, c.Connected.Message + "; " + c.ShareGroups.Message}, false
 }
 
-func (r *KafkaClusterReconciler) notConnected(kc *kqv1.KafkaCluster, reason, msg string, stalled bool) {
-	gen := kc.Generation
-	kc.Status.ObservedGeneration = gen
+// notConnected sets Connected to False with reason and msg, and returns Ready. Pure.
+func notConnected(st *kqv1.KafkaClusterStatus, gen int64, reason, msg string) condInput {
+	st.ObservedGeneration = gen
 	in := condInput{metav1.ConditionFalse, reason, msg}
-	if meta := kc.Status.Conditions; findCondition(meta, kqv1.ConditionConnected) == nil ||
-		findCondition(meta, kqv1.ConditionConnected).Reason != reason {
-		r.event(kc, corev1.EventTypeWarning, reason, "Probe", msg)
-	}
-	setCondition(&kc.Status.Conditions, kqv1.ConditionConnected, in, gen)
-	setKstatus(&kc.Status.Conditions, in, stalled, gen)
+	setCondition(&st.Conditions, kqv1.ConditionConnected, in, gen)
+	return in
 }
 
 // probe reads everything planCluster needs.
@@ -225,17 +296,8 @@ func (r *KafkaClusterReconciler) probe(ctx context.Context, cl *kafka.Client) (c
 	return pr, nil
 }
 
-func (r *KafkaClusterReconciler) patchStatus(ctx context.Context, original, kc *kqv1.KafkaCluster) error {
-	if equality.Semantic.DeepEqual(original.Status, kc.Status) {
-		return nil
-	}
-	return r.Status().Patch(ctx, kc, client.MergeFrom(original))
-}
-
 func (r *KafkaClusterReconciler) event(obj *kqv1.KafkaCluster, typ, reason, action, msg string) {
-	if r.Recorder != nil {
-		r.Recorder.Eventf(obj, nil, typ, reason, action, "%s", msg)
-	}
+	emitEvent(r.Recorder, obj, typ, reason, action, msg)
 }
 
 func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {

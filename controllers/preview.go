@@ -47,15 +47,18 @@ func PreviewQueue(ctx context.Context, c client.Client, sq *kqv1.ShareQueue) (*P
 	if err != nil {
 		return nil, err
 	}
-	sq.Status.TopicName, sq.Status.GroupID = topicNameOf(sq), groupIDOf(sq)
+	sq.Status.TopicName, sq.Status.GroupID = sq.KafkaTopicName(), sq.KafkaGroupID()
 	r := &ShareQueueReconciler{Client: c}
 	out := &Preview{Queue: sq.Namespace + "/" + sq.Name, Conditions: map[string]string{}}
-	if others, err := r.claimants(ctx, sq, &kc); err == nil {
-		if sq.CreationTimestamp.IsZero() && len(others) > 0 {
-			out.Conflict = conflictMessage(&others[0]) // a new queue is younger than any existing one
-		} else if owner := ownerOf(sq, others); owner != nil {
-			out.Conflict = conflictMessage(owner)
-		}
+	// c has no cache indexes: the claimants are matched by name here, from one List.
+	others, err := claimantsUncached(ctx, c, sq, &kc)
+	if err != nil {
+		return nil, fmt.Errorf("listing ShareQueues that name topic %s or group %s: %w", sq.Status.TopicName, sq.Status.GroupID, err)
+	}
+	if sq.CreationTimestamp.IsZero() && len(others) > 0 {
+		out.Conflict = conflictMessage(&others[0]) // a new queue is younger than any existing one
+	} else if owner := ownerOf(sq, others); owner != nil {
+		out.Conflict = conflictMessage(owner)
 	}
 	obs, _, err := r.observe(ctx, cl, sq, kc.Status)
 	if err != nil {

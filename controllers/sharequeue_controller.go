@@ -44,7 +44,8 @@ const defaultFinalizerTimeout = 10 * time.Minute
 
 // ShareQueueReconciler turns a ShareQueue into a Kafka topic plus share-group configs:
 // observe → plan (pure, planQueue) → apply (batched admin requests; nothing when the plan is
-// empty) → report (status written only when it changed).
+// empty) → status (pure, queueStatus), with status written once per reconcile, only when it
+// changed, by the shared summarize step (reconcile.go).
 type ShareQueueReconciler struct {
 	client.Client
 	APIReader client.Reader
@@ -64,9 +65,27 @@ type ShareQueueReconciler struct {
 // +kubebuilder:rbac:groups=kafkaqueues.io,resources=sharequeues/finalizers,verbs=update
 // +kubebuilder:rbac:groups=kafkaqueues.io,resources=kafkaclusters,verbs=get;list;watch
 
-// Reconcile brings one ShareQueue's topic and group in line with its spec.
-func (r *ShareQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	logger := log.FromContext(ctx)
+// queueScope is one ShareQueue reconcile: what its steps read, planned and applied.
+type queueScope struct {
+	*scope
+	r    *ShareQueueReconciler
+	sq   *kqv1.ShareQueue
+	mode string
+
+	kc     kqv1.KafkaCluster
+	kctx   context.Context // bounds the Kafka requests (KafkaTimeout)
+	cancel context.CancelFunc
+	cl     *kafka.Client
+	obs    queueObservation
+	group  *kqv1.QueueGroupStatus
+	plan   queuePlan
+	res    applyResult
+	logKV  []any // the cluster, topic and group, for the log lines of this reconcile
+}
+
+// Reconcile brings one ShareQueue's topic and group in line with its spec. It reads as its
+// steps; the deferred summarize writes status once and picks the requeue.
+func (r *ShareQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	var sq kqv1.ShareQueue
 	if err := r.Get(ctx, req.NamespacedName, &sq); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -75,153 +94,229 @@ func (r *ShareQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	mode := reconcileMode(sq.Annotations)
-	original := sq.DeepCopy()
-	gen := sq.Generation
+	q := &queueScope{r: r, sq: &sq, mode: reconcileMode(sq.Annotations), cancel: func() {}}
+	q.scope = newScope(&sq, &sq.Status.Conditions, func(a, b client.Object) bool {
+		return equality.Semantic.DeepEqual(a.(*kqv1.ShareQueue).Status, b.(*kqv1.ShareQueue).Status)
+	})
+	defer func() { q.cancel() }()
+	defer func() { res, err = q.summarize(ctx, r.Client, r.Recorder, q.waited, err) }()
+	return ctrl.Result{}, q.run(ctx,
+		step{"paused", q.paused},
+		step{"finalize", q.finalize},
+		step{"finalizer", q.syncFinalizer},
+		step{"names", q.resolveNames},
+		step{"cluster", q.connect},
+		step{"ownership", q.checkOwnership},
+		step{"observe", q.observe},
+		step{"plan", q.planChanges},
+		step{"record creation intent", q.recordCreationIntent},
+		step{"apply", q.apply},
+		step{"status", q.status},
+	)
+}
 
-	if mode == kqv1.ReconcilePaused || mode == reconcileInvalid {
-		if !sq.DeletionTimestamp.IsZero() && controllerutil.ContainsFinalizer(&sq, CleanupFinalizer) {
-			// Paused means no Kafka change: deleting a paused queue keeps its topic and group,
-			// and the finalizer is released so the namespace never wedges.
-			r.event(&sq, corev1.EventTypeWarning, "CleanupSkipped", "Delete", fmt.Sprintf("reconcile mode %q: topic %s and group %s were left in Kafka", sq.Annotations[kqv1.ReconcileAnnotation], topicNameOf(&sq), groupIDOf(&sq)))
-			patch := client.MergeFrom(sq.DeepCopy())
-			controllerutil.RemoveFinalizer(&sq, CleanupFinalizer)
-			return ctrl.Result{}, client.IgnoreNotFound(r.Patch(ctx, &sq, patch))
+// paused: annotation Paused (or an unknown mode) reads and writes nothing; deleting a paused
+// queue keeps its topic and group, and the finalizer is released so the namespace never
+// wedges.
+func (q *queueScope) paused(ctx context.Context) error {
+	sq := q.sq
+	if q.mode != kqv1.ReconcilePaused && q.mode != reconcileInvalid {
+		return nil
+	}
+	if !sq.DeletionTimestamp.IsZero() && controllerutil.ContainsFinalizer(sq, CleanupFinalizer) {
+		q.r.event(sq, corev1.EventTypeWarning, "CleanupSkipped", "Delete", fmt.Sprintf("reconcile mode %q: topic %s and group %s were left in Kafka", sq.Annotations[kqv1.ReconcileAnnotation], sq.KafkaTopicName(), sq.KafkaGroupID()))
+		return q.r.releaseFinalizer(ctx, sq)
+	}
+	pausedStatus(&sq.Status.Conditions, q.mode, sq.Annotations[kqv1.ReconcileAnnotation], q.gen)
+	sq.Status.ObservedGeneration = q.gen // the status describes this generation: paused
+	return errDone
+}
+
+// syncFinalizer adds the cleanup finalizer for deletionPolicy Delete and removes it otherwise.
+func (q *queueScope) syncFinalizer(ctx context.Context) error {
+	sq := q.sq
+	want := sq.Spec.DeletionPolicy == kqv1.DeletionPolicyDelete
+	if want != controllerutil.ContainsFinalizer(sq, CleanupFinalizer) {
+		patch := client.MergeFromWithOptions(sq.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		if want {
+			controllerutil.AddFinalizer(sq, CleanupFinalizer)
+		} else {
+			controllerutil.RemoveFinalizer(sq, CleanupFinalizer)
 		}
-		in := condInput{metav1.ConditionFalse, kqv1.ReasonPaused, "annotation kafkaqueues.io/reconcile=Paused: nothing is read or written"}
-		if mode == reconcileInvalid {
-			in = condInput{metav1.ConditionFalse, kqv1.ReasonInvalidReconcileMode, fmt.Sprintf("annotation kafkaqueues.io/reconcile=%q is not one of Active, Paused, ObserveOnly, Plan; nothing is read or written until it is fixed", sq.Annotations[kqv1.ReconcileAnnotation])}
+		if err := q.r.Patch(ctx, sq, patch); err != nil {
+			return err
 		}
-		setCondition(&sq.Status.Conditions, kqv1.ConditionReconciling, in, gen)
-		sq.Status.ObservedGeneration = gen // the status describes this generation: paused
-		return ctrl.Result{}, r.patchStatus(ctx, original, &sq)
 	}
+	q.snapshot()
+	return nil
+}
 
-	if !sq.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, &sq)
-	}
-	if err := r.syncFinalizer(ctx, &sq); err != nil {
-		return ctrl.Result{}, err
-	}
-	original = sq.DeepCopy()
-	sq.Status.TopicName, sq.Status.GroupID = topicNameOf(&sq), groupIDOf(&sq)
-	sq.Status.ObservedGeneration = gen
-	if err := r.syncDeadLetterStatus(ctx, &sq); err != nil {
-		return ctrl.Result{}, err
-	}
+// resolveNames records the topic, group and dead-letter route this generation resolves to.
+func (q *queueScope) resolveNames(ctx context.Context) error {
+	sq := q.sq
+	sq.Status.TopicName, sq.Status.GroupID = sq.KafkaTopicName(), sq.KafkaGroupID()
+	sq.Status.ObservedGeneration = q.gen
+	return q.r.syncDeadLetterStatus(ctx, sq)
+}
 
-	// --- cluster
-	var kc kqv1.KafkaCluster
-	if err := r.Get(ctx, types.NamespacedName{Namespace: sq.Namespace, Name: sq.Spec.ClusterRef.Name}, &kc); err != nil {
+// connect reads the KafkaCluster and takes its pooled Kafka client; a missing or unconnected
+// cluster is a wait (the KafkaCluster watch brings the queue back).
+func (q *queueScope) connect(ctx context.Context) error {
+	sq := q.sq
+	if err := q.r.Get(ctx, types.NamespacedName{Namespace: sq.Namespace, Name: sq.Spec.ClusterRef.Name}, &q.kc); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, err
+			return err
 		}
-		r.waiting(&sq, kqv1.ReasonClusterNotFound, fmt.Sprintf("KafkaCluster %s/%s (spec.clusterRef.name) does not exist", sq.Namespace, sq.Spec.ClusterRef.Name))
-		return ctrl.Result{}, r.patchStatus(ctx, original, &sq) // the KafkaCluster watch brings us back
+		return waiting(kqv1.ReasonClusterNotFound, fmt.Sprintf("KafkaCluster %s/%s (spec.clusterRef.name) does not exist", sq.Namespace, sq.Spec.ClusterRef.Name))
 	}
+	kc := &q.kc
 	if c := findCondition(kc.Status.Conditions, kqv1.ConditionConnected); c == nil || c.Status != metav1.ConditionTrue {
 		msg := fmt.Sprintf("KafkaCluster %s is not connected yet", kc.Name)
 		if c != nil {
 			msg = fmt.Sprintf("KafkaCluster %s is not connected: %s", kc.Name, c.Message)
 		}
-		r.waiting(&sq, kqv1.ReasonClusterNotReady, msg)
-		return ctrl.Result{}, r.patchStatus(ctx, original, &sq)
+		return waiting(kqv1.ReasonClusterNotReady, msg)
 	}
-	kctx, cancel := context.WithTimeout(ctx, r.KafkaTimeout)
-	defer cancel()
-	cl, err := pooledClientFor(kctx, r.APIReader, r.Pool, &kc)
+	q.kctx, q.cancel = context.WithTimeout(ctx, q.r.KafkaTimeout)
+	cl, err := pooledClientFor(q.kctx, q.r.APIReader, q.r.Pool, kc)
 	if err != nil {
-		r.waiting(&sq, kqv1.ReasonClusterNotReady, fmt.Sprintf("KafkaCluster %s: %v", kc.Name, err))
-		return ctrl.Result{}, errors.Join(err, r.patchStatus(ctx, original, &sq))
+		return &waitError{Reason: kqv1.ReasonClusterNotReady, Message: fmt.Sprintf("KafkaCluster %s: %v", kc.Name, err), Cause: err}
 	}
+	q.cl = cl
+	return nil
+}
 
-	// --- ownership: one owner per (cluster, topic) and (cluster, group)
-	others, err := r.claimants(ctx, &sq, &kc)
+// checkOwnership: one owner per (cluster, topic) and (cluster, group), and a queue's topic is
+// never a route's dead-letter topic. A queue in Conflict makes no Kafka change (stalled).
+func (q *queueScope) checkOwnership(ctx context.Context) error {
+	sq := q.sq
+	others, err := q.r.claimants(ctx, sq, &q.kc)
 	if err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
 	msg := ""
-	if owner := ownerOf(&sq, others); owner != nil {
+	if owner := ownerOf(sq, others); owner != nil {
 		msg = conflictMessage(owner)
-	} else if route, err := deadLetterTopicOwner(ctx, r.Client, &kc, sq.Status.TopicName); err != nil {
-		return ctrl.Result{}, err
+	} else if route, err := deadLetterTopicOwner(ctx, q.r.Client, &q.kc, sq.Status.TopicName); err != nil {
+		return err
 	} else if route != "" {
 		msg = fmt.Sprintf("topic %s on this Kafka cluster is the dead-letter topic of %s; this ShareQueue makes no Kafka change until it names another topic", sq.Status.TopicName, route)
 	}
+	conflictStatus(&sq.Status, msg, q.gen)
 	if msg != "" {
-		prev := findCondition(sq.Status.Conditions, kqv1.ConditionConflict)
-		if prev == nil || prev.Status != metav1.ConditionTrue {
-			r.event(&sq, corev1.EventTypeWarning, kqv1.ReasonConflict, "Reconcile", msg)
-		}
-		setCondition(&sq.Status.Conditions, kqv1.ConditionConflict, condInput{metav1.ConditionTrue, kqv1.ReasonConflict, msg}, gen)
-		setCondition(&sq.Status.Conditions, kqv1.ConditionTopicReady, condInput{metav1.ConditionFalse, kqv1.ReasonConflict, msg}, gen)
-		setCondition(&sq.Status.Conditions, kqv1.ConditionGroupConfigured, condInput{metav1.ConditionFalse, kqv1.ReasonConflict, msg}, gen)
-		setKstatus(&sq.Status.Conditions, condInput{metav1.ConditionFalse, kqv1.ReasonConflict, msg}, true, gen)
-		sq.Status.PlannedChanges = nil
-		return ctrl.Result{}, r.patchStatus(ctx, original, &sq)
+		return &stallError{Reason: kqv1.ReasonConflict, Message: msg}
 	}
-	setCondition(&sq.Status.Conditions, kqv1.ConditionConflict, condInput{metav1.ConditionFalse, kqv1.ReasonNoConflict,
-		fmt.Sprintf("this ShareQueue owns topic %s and group %s", sq.Status.TopicName, sq.Status.GroupID)}, gen)
+	return nil
+}
 
-	// --- observe
-	obs, group, err := r.observe(kctx, cl, &sq, kc.Status)
+// observe is the one round of Kafka reads: topic, topic and group configs, share group.
+func (q *queueScope) observe(context.Context) error {
+	sq := q.sq
+	obs, group, err := q.r.observe(q.kctx, q.cl, sq, q.kc.Status)
 	if err != nil {
-		r.waiting(&sq, kqv1.ReasonKafkaUnavailable, fmt.Sprintf("reading topic %s / group %s: %v", sq.Status.TopicName, sq.Status.GroupID, err))
-		return ctrl.Result{}, errors.Join(err, r.patchStatus(ctx, original, &sq))
+		return &waitError{Reason: kqv1.ReasonKafkaUnavailable, Message: fmt.Sprintf("reading topic %s / group %s: %v", sq.Status.TopicName, sq.Status.GroupID, err), Cause: err}
 	}
-
-	// --- plan
 	obs.ReserveLastAttempt = sq.Status.DeadLetter != nil && sq.Status.DeadLetter.Mode == kqv1.DeadLetterModeRepublisher
-	plan := planQueue(&sq, obs)
-	logger = logger.WithValues("kafkaCluster", kc.Name, "clusterID", kc.Status.ClusterID, "topic", sq.Status.TopicName, "group", sq.Status.GroupID)
-	ctx = log.IntoContext(ctx, logger)
-	if !plan.Empty() {
-		logger.Info("kafka changes planned", "mode", mode, "changes", plan.Changes())
+	q.obs, q.group = obs, group
+	return nil
+}
+
+// planChanges runs the pure plan (planQueue).
+func (q *queueScope) planChanges(ctx context.Context) error {
+	sq := q.sq
+	q.plan = planQueue(sq, q.obs)
+	q.res = applyResult{topicID: q.obs.Topic.ID, partitions: q.plan.Partitions, rf: q.obs.Topic.ReplicationFactor}
+	q.logKV = []any{"kafkaCluster", q.kc.Name, "clusterID", q.kc.Status.ClusterID, "topic", sq.Status.TopicName, "group", sq.Status.GroupID}
+	logger := log.FromContext(ctx).WithValues(q.logKV...)
+	if !q.plan.Empty() {
+		logger.Info("kafka changes planned", "mode", q.mode, "changes", q.plan.Changes())
 	} else {
 		logger.V(1).Info("in sync with kafka")
 	}
-	res := applyResult{topicID: obs.Topic.ID, partitions: plan.Partitions, rf: obs.Topic.ReplicationFactor}
+	return nil
+}
 
-	// --- apply
-	switch mode {
-	case kqv1.ReconcileActive:
-		sq.Status.PlannedChanges = nil
-		if plan.CreateTopic != nil && sq.Spec.AdoptionPolicy == kqv1.AdoptionPolicyCreate && sq.Status.TopicCreationStarted == nil {
-			// Record the attempt first: if the manager stops before the id is recorded, the
-			// topic is still recognised as ours rather than reported as someone else's.
-			now := metav1.Now()
-			sq.Status.TopicCreationStarted = &now
-			if err := r.Status().Patch(ctx, &sq, client.MergeFrom(original)); err != nil {
-				return ctrl.Result{}, err
-			}
-			original = sq.DeepCopy()
+// recordCreationIntent is the safety write before creating a topic under adoptionPolicy
+// Create: status.topicCreationStarted is patched first, so if the manager stops before the
+// topic id is recorded, the topic is still recognised as ours rather than reported as
+// someone else's.
+func (q *queueScope) recordCreationIntent(ctx context.Context) error {
+	sq := q.sq
+	if q.mode != kqv1.ReconcileActive || q.plan.CreateTopic == nil || sq.Spec.AdoptionPolicy != kqv1.AdoptionPolicyCreate || sq.Status.TopicCreationStarted != nil {
+		return nil
+	}
+	now := metav1.Now()
+	sq.Status.TopicCreationStarted = &now
+	if err := q.r.Status().Patch(ctx, sq, client.MergeFrom(q.original)); err != nil {
+		return err
+	}
+	q.snapshot()
+	return nil
+}
+
+// apply is the one round of Kafka writes (Active), or records the plan (Plan, ObserveOnly).
+func (q *queueScope) apply(context.Context) error {
+	if q.mode != kqv1.ReconcileActive {
+		q.sq.Status.PlannedChanges = q.plan.Changes()
+		return nil
+	}
+	q.sq.Status.PlannedChanges = nil
+	q.res = q.r.apply(q.kctx, q.cl, q.sq, &q.plan, q.res)
+	return nil
+}
+
+// status runs the pure status step (queueStatus), performs its events and metrics, and picks
+// the requeue.
+func (q *queueScope) status(ctx context.Context) error {
+	sq, r := q.sq, q.r
+	rep := queueStatus(&sq.Status, q.gen, q.mode, &q.plan, q.res, q.group)
+	if g := q.group; g != nil {
+		queueMembers.WithLabelValues(sq.Namespace, sq.Name).Set(float64(g.Members))
+		if g.TotalLag != nil {
+			queueLag.WithLabelValues(sq.Namespace, sq.Name).Set(float64(*g.TotalLag))
 		}
-		res = r.apply(kctx, cl, &sq, &plan, res)
-	default: // Plan, ObserveOnly
-		sq.Status.PlannedChanges = plan.Changes()
 	}
+	if rep.DriftDetected != "" {
+		driftDetections.WithLabelValues("ShareQueue", "config").Inc()
+		r.event(sq, corev1.EventTypeWarning, kqv1.ReasonDriftDetected, "Reconcile", rep.DriftDetected)
+	}
+	if rep.DriftCorrected != "" {
+		if rep.CorrectedTopic {
+			driftCorrections.WithLabelValues("ShareQueue", "topic").Inc()
+		}
+		if rep.CorrectedGroup {
+			driftCorrections.WithLabelValues("ShareQueue", "group").Inc()
+		}
+		r.event(sq, corev1.EventTypeNormal, kqv1.ReasonDriftCorrected, "Reconcile", rep.DriftCorrected)
+	}
+	for _, cfg := range rep.Rejections {
+		outOfBoundsRejections.WithLabelValues("ShareQueue", cfg).Inc()
+	}
+	q.setReady(rep.Ready, rep.Stalled)
 
-	// --- report
-	r.report(&sq, &plan, res, group, mode)
-	if err := r.patchStatus(ctx, original, &sq); err != nil {
-		return ctrl.Result{}, err
+	logger := log.FromContext(ctx).WithValues(q.logKV...)
+	if q.res.topicErr != nil || q.res.groupErr != nil {
+		logger.Info("brokers refused a change", "topicError", errString(q.res.topicErr), "groupError", errString(q.res.groupErr))
 	}
-	if res.topicErr != nil || res.groupErr != nil {
-		logger.Info("brokers refused a change", "topicError", errString(res.topicErr), "groupError", errString(res.groupErr))
-	}
-	if res.transient != nil {
-		logger.Info("kafka request failed; retrying", "error", res.transient.Error())
-		return ctrl.Result{}, res.transient
-	}
-	if plan.TopicReady.Reason == kqv1.ReasonTopicNotFound {
-		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
-	}
-	if group == nil && kc.Status.ShareVersion >= 1 {
+	switch {
+	case q.res.transient != nil:
+		logger.Info("kafka request failed; retrying", "error", q.res.transient.Error())
+		q.err = q.res.transient
+	case q.plan.TopicReady.Reason == kqv1.ReasonTopicNotFound:
+		q.requeueAfter = 30 * time.Second
+	case q.group == nil && q.kc.Status.ShareVersion >= 1:
 		// The share group's state could not be read (coordinator still loading): look again
 		// soon rather than at the next resync.
-		return ctrl.Result{RequeueAfter: min(r.ResyncInterval, 15*time.Second)}, nil
+		q.requeueAfter = min(r.ResyncInterval, 15*time.Second)
+	default:
+		q.requeueAfter = r.ResyncInterval
 	}
-	return ctrl.Result{RequeueAfter: r.ResyncInterval}, nil
+	return nil
+}
+
+// waited reports a queue held back by something outside it (queueWaited).
+func (q *queueScope) waited(w *waitError) condInput {
+	return queueWaited(&q.sq.Status.Conditions, q.gen, w.Reason, w.Message)
 }
 
 // observe reads the live topic, its configs, the group configs and the share group. The three
@@ -282,7 +377,7 @@ type applyResult struct {
 // on another's result); none when the plan is empty.
 func (r *ShareQueueReconciler) apply(ctx context.Context, cl *kafka.Client, sq *kqv1.ShareQueue, plan *queuePlan, res applyResult) applyResult {
 	if t := plan.CreateTopic; t != nil && plan.RecreatesTopicID != "" {
-		r.event(sq, corev1.EventTypeWarning, "TopicDeleted", "CreateTopic",
+		r.event(sq, corev1.EventTypeWarning, kqv1.EventTopicDeleted, "CreateTopic",
 			fmt.Sprintf("topic %s (id %s) was deleted outside the operator; creating it again (its records are gone)", t.Name, plan.RecreatesTopicID))
 	}
 	out := sendWrites(ctx, cl, topicWrites{Topic: plan.TopicName, Create: plan.CreateTopic, GrowTo: plan.GrowPartitionsTo,
@@ -360,313 +455,6 @@ func changesOf(cs []kafka.AlterConfig, resource string) string {
 	return strings.Join(parts, "; ")
 }
 
-// stallingReasons need a change from the user; other False reasons are waits.
-var stallingReasons = map[string]bool{
-	kqv1.ReasonOutOfBrokerBounds: true, kqv1.ReasonUnsupportedByCluster: true, kqv1.ReasonKafkaRejected: true,
-	kqv1.ReasonTopicExists: true, kqv1.ReasonTopicIDChanged: true, kqv1.ReasonPartitionCountMismatch: true,
-	kqv1.ReasonReplicationFactorMismatch: true, kqv1.ReasonConflict: true, kqv1.ReasonDeletionProtected: true,
-}
-
-// report writes the plan's and the apply's outcome into status.
-func (r *ShareQueueReconciler) report(sq *kqv1.ShareQueue, plan *queuePlan, res applyResult, group *kqv1.QueueGroupStatus, mode string) {
-	gen := sq.Generation
-	st := &sq.Status
-	switch {
-	case res.topicCreated:
-		st.TopicID, st.TopicCreated, st.TopicCreationStarted = res.topicID, true, nil
-	case plan.AdoptCreated && mode == kqv1.ReconcileActive:
-		st.TopicID, st.TopicCreated, st.TopicCreationStarted = res.topicID, true, nil
-	case !plan.Blocked && st.TopicID == "" && res.topicID != "" && mode == kqv1.ReconcileActive:
-		st.TopicID = res.topicID // adopted and pinned: a topic recreated outside the operator is detected, not adopted
-	}
-	if res.createRefused {
-		st.TopicCreationStarted = nil
-	}
-	if mode == kqv1.ReconcileActive && !plan.Blocked && res.topicErr == nil && res.transient == nil {
-		st.ManagedTopicConfigs = plan.ManagedTopicConfigs
-	}
-	st.Partitions, st.ReplicationFactor = res.partitions, res.rf
-	st.Group = group
-	if group != nil {
-		queueMembers.WithLabelValues(sq.Namespace, sq.Name).Set(float64(group.Members))
-		if group.TotalLag != nil {
-			queueLag.WithLabelValues(sq.Namespace, sq.Name).Set(float64(*group.TotalLag))
-		}
-	}
-
-	topicCond, groupCond, validCond := plan.TopicReady, plan.GroupConfig, plan.ConfigValid
-	effective := plan.Effective
-	if mode != kqv1.ReconcileActive {
-		effective = plan.EffectiveNow
-	}
-	if res.topicErr != nil {
-		topicCond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, "the brokers refused spec.topic (name, partitions, replicationFactor, config): " + res.topicErr.Error()}
-		if plan.CreateTopic != nil {
-			st.Partitions = 0
-		}
-	}
-	if res.groupErr != nil {
-		groupCond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, "the brokers refused spec.delivery (" + changesOf(plan.GroupConfigs, "group "+plan.GroupID) + "): " + res.groupErr.Error()}
-		if kafka.IsInvalidConfig(res.groupErr) {
-			validCond = groupCond
-		}
-		effective = plan.EffectiveNow
-	}
-	if res.transient != nil {
-		if plan.CreateTopic != nil && res.topicID == "" {
-			topicCond = condInput{metav1.ConditionUnknown, kqv1.ReasonKafkaUnavailable, res.transient.Error()}
-		}
-		if len(plan.GroupConfigs) > 0 {
-			groupCond = condInput{metav1.ConditionUnknown, kqv1.ReasonKafkaUnavailable, res.transient.Error()}
-			effective = plan.EffectiveNow
-		}
-	}
-	st.Effective = &effective
-	st.Capacity = capacityOf(st.Partitions, effective.MaxInFlightPerPartition, plan.Bounds)
-
-	// Drift: Report leaves it and says so; Enforce corrects it (a non-empty plan on a queue
-	// that was already Ready at this generation is drift, not a spec change).
-	prevReady := findCondition(st.Conditions, kqv1.ConditionReady)
-	wasSettled := prevReady != nil && prevReady.Status == metav1.ConditionTrue && prevReady.ObservedGeneration == gen
-	prevDrift := findCondition(st.Conditions, kqv1.ConditionDriftDetected)
-	switch {
-	case len(plan.Drift) > 0:
-		msg := "driftPolicy Report, not corrected: " + strings.Join(plan.Drift, "; ")
-		if prevDrift == nil || prevDrift.Message != msg {
-			driftDetections.WithLabelValues("ShareQueue", "config").Inc()
-			r.event(sq, corev1.EventTypeWarning, kqv1.ReasonDriftDetected, "Reconcile", msg)
-		}
-		setCondition(&st.Conditions, kqv1.ConditionDriftDetected, condInput{metav1.ConditionTrue, kqv1.ReasonDriftDetected, msg}, gen)
-	case mode == kqv1.ReconcileActive && wasSettled && !plan.Empty() && res.topicErr == nil && res.groupErr == nil && res.transient == nil:
-		corrected := plan.Changes()
-		setCondition(&st.Conditions, kqv1.ConditionDriftDetected, condInput{metav1.ConditionFalse, kqv1.ReasonDriftCorrected,
-			"corrected drift: " + strings.Join(corrected, "; ")}, gen)
-		if len(plan.TopicConfigs) > 0 || plan.GrowPartitionsTo > 0 || plan.CreateTopic != nil {
-			driftCorrections.WithLabelValues("ShareQueue", "topic").Inc()
-		}
-		if len(plan.GroupConfigs) > 0 {
-			driftCorrections.WithLabelValues("ShareQueue", "group").Inc()
-		}
-		r.event(sq, corev1.EventTypeNormal, kqv1.ReasonDriftCorrected, "Reconcile", "corrected drift: "+strings.Join(corrected, "; "))
-	case prevDrift == nil || prevDrift.Reason == kqv1.ReasonDriftDetected:
-		setCondition(&st.Conditions, kqv1.ConditionDriftDetected, condInput{metav1.ConditionFalse, kqv1.ReasonNoDrift, "live configs match the spec"}, gen)
-	}
-	if mode == kqv1.ReconcileActive {
-		for _, cfg := range plan.Rejected {
-			if prevReady == nil || prevReady.Reason != kqv1.ReasonOutOfBrokerBounds || prevReady.ObservedGeneration != gen {
-				outOfBoundsRejections.WithLabelValues("ShareQueue", cfg).Inc()
-			}
-		}
-	}
-
-	setCondition(&st.Conditions, kqv1.ConditionTopicReady, topicCond, gen)
-	setCondition(&st.Conditions, kqv1.ConditionGroupConfigured, groupCond, gen)
-	setCondition(&st.Conditions, kqv1.ConditionConfigValid, validCond, gen)
-
-	var ready condInput
-	switch {
-	case topicCond.Status != metav1.ConditionTrue:
-		ready = condInput{metav1.ConditionFalse, topicCond.Reason, topicCond.Message}
-	case groupCond.Reason == kqv1.ReasonShareGroupsDisabled:
-		ready = condInput{metav1.ConditionFalse, groupCond.Reason, groupCond.Message}
-	case validCond.Status != metav1.ConditionTrue:
-		ready = condInput{metav1.ConditionFalse, validCond.Reason, validCond.Message}
-	case groupCond.Status != metav1.ConditionTrue:
-		ready = condInput{metav1.ConditionFalse, groupCond.Reason, groupCond.Message}
-	default:
-		ready = condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("topic %s (%d partitions) and share group %s are configured", st.TopicName, st.Partitions, st.GroupID)}
-	}
-	if mode != kqv1.ReconcileActive && len(st.PlannedChanges) > 0 {
-		reason := kqv1.ReasonPlanned
-		if mode == kqv1.ReconcileObserveOnly {
-			reason = kqv1.ReasonObserveOnly
-		}
-		ready = condInput{metav1.ConditionFalse, reason, fmt.Sprintf("annotation kafkaqueues.io/reconcile=%s: %d change(s) computed in status.plannedChanges, none applied", mode, len(st.PlannedChanges))}
-	}
-	prev := findCondition(st.Conditions, kqv1.ConditionReady)
-	if ready.Status == metav1.ConditionFalse && (prev == nil || prev.Reason != ready.Reason) && ready.Reason != kqv1.ReasonPlanned && ready.Reason != kqv1.ReasonObserveOnly {
-		// Every new failure reason gets one Warning event (not one per reconcile).
-		r.event(sq, corev1.EventTypeWarning, ready.Reason, "Reconcile", ready.Message)
-	}
-	setKstatus(&st.Conditions, ready, stallingReasons[ready.Reason], gen)
-}
-
-// waiting reports a queue held back by something outside it (cluster missing or not
-// connected, Kafka unavailable).
-func (r *ShareQueueReconciler) waiting(sq *kqv1.ShareQueue, reason, msg string) {
-	gen := sq.Generation
-	if prev := findCondition(sq.Status.Conditions, kqv1.ConditionReady); prev == nil || prev.Reason != reason {
-		r.event(sq, corev1.EventTypeWarning, reason, "Reconcile", msg)
-	}
-	in := condInput{metav1.ConditionFalse, reason, msg}
-	if reason == kqv1.ReasonKafkaUnavailable {
-		in.Status = metav1.ConditionUnknown
-	}
-	setCondition(&sq.Status.Conditions, kqv1.ConditionTopicReady, in, gen)
-	// Conditions that could not be re-evaluated at this generation say so, instead of
-	// repeating an older generation's verdict.
-	unknown := condInput{metav1.ConditionUnknown, reason, "not evaluated: " + msg}
-	for _, typ := range []string{kqv1.ConditionGroupConfigured, kqv1.ConditionConfigValid} {
-		if c := findCondition(sq.Status.Conditions, typ); c != nil && c.ObservedGeneration != gen {
-			setCondition(&sq.Status.Conditions, typ, unknown, gen)
-		}
-	}
-	setKstatus(&sq.Status.Conditions, condInput{metav1.ConditionFalse, reason, msg}, false, gen)
-}
-
-// syncFinalizer adds the cleanup finalizer for deletionPolicy Delete and removes it otherwise.
-func (r *ShareQueueReconciler) syncFinalizer(ctx context.Context, sq *kqv1.ShareQueue) error {
-	want := sq.Spec.DeletionPolicy == kqv1.DeletionPolicyDelete
-	if want == controllerutil.ContainsFinalizer(sq, CleanupFinalizer) {
-		return nil
-	}
-	patch := client.MergeFromWithOptions(sq.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	if want {
-		controllerutil.AddFinalizer(sq, CleanupFinalizer)
-	} else {
-		controllerutil.RemoveFinalizer(sq, CleanupFinalizer)
-	}
-	return r.Patch(ctx, sq, patch)
-}
-
-// finalize deletes the topic and share group of a deletionPolicy Delete queue, then releases
-// the finalizer. Only a topic whose id matches status.topicId is deleted: one recreated by
-// someone else is left alone. When the cluster is gone or unreachable for finalizerGiveUp,
-// the finalizer is released with a Warning event naming what was left behind.
-func (r *ShareQueueReconciler) finalize(ctx context.Context, sq *kqv1.ShareQueue) (ctrl.Result, error) {
-	if !controllerutil.ContainsFinalizer(sq, CleanupFinalizer) {
-		return ctrl.Result{}, nil
-	}
-	topicName, groupID := topicNameOf(sq), groupIDOf(sq)
-	release := func() (ctrl.Result, error) {
-		patch := client.MergeFrom(sq.DeepCopy())
-		controllerutil.RemoveFinalizer(sq, CleanupFinalizer)
-		return ctrl.Result{}, client.IgnoreNotFound(r.Patch(ctx, sq, patch))
-	}
-	giveUp := func(why string) (ctrl.Result, error) {
-		if wait := r.FinalizerTimeout - time.Since(sq.DeletionTimestamp.Time); wait > 0 {
-			return ctrl.Result{RequeueAfter: min(wait, 15*time.Second)}, nil
-		}
-		r.event(sq, corev1.EventTypeWarning, "CleanupAbandoned", "Delete",
-			fmt.Sprintf("%s; released the finalizer after %s, leaving topic %s and group %s in Kafka", why, r.FinalizerTimeout, topicName, groupID))
-		return release()
-	}
-	if sq.Spec.DeletionPolicy != kqv1.DeletionPolicyDelete {
-		return release()
-	}
-	if sq.Spec.DeletionProtection {
-		original := sq.DeepCopy()
-		msg := fmt.Sprintf("deletionProtection is true: topic %s and group %s are kept and this ShareQueue stays until deletionProtection is set to false (removing the finalizer %s by hand also keeps them)", topicName, groupID, CleanupFinalizer)
-		setKstatus(&sq.Status.Conditions, condInput{metav1.ConditionFalse, kqv1.ReasonDeletionProtected, msg}, true, sq.Generation)
-		if prev := findCondition(original.Status.Conditions, kqv1.ConditionReady); prev == nil || prev.Reason != kqv1.ReasonDeletionProtected {
-			r.event(sq, corev1.EventTypeWarning, kqv1.ReasonDeletionProtected, "Delete", msg)
-		}
-		return ctrl.Result{}, r.patchStatus(ctx, original, sq)
-	}
-	var kc kqv1.KafkaCluster
-	if err := r.Get(ctx, types.NamespacedName{Namespace: sq.Namespace, Name: sq.Spec.ClusterRef.Name}, &kc); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.event(sq, corev1.EventTypeWarning, "CleanupAbandoned", "Delete",
-				fmt.Sprintf("KafkaCluster %s is gone; topic %s and group %s were not deleted", sq.Spec.ClusterRef.Name, topicName, groupID))
-			return release()
-		}
-		return ctrl.Result{}, err
-	}
-	kctx, cancel := context.WithTimeout(ctx, r.KafkaTimeout)
-	defer cancel()
-	cl, err := pooledClientFor(kctx, r.APIReader, r.Pool, &kc)
-	if err != nil {
-		return giveUp(fmt.Sprintf("cannot build a client for KafkaCluster %s: %v", kc.Name, err))
-	}
-	// Never delete what another ShareQueue on this cluster still names.
-	others, err := r.claimants(ctx, sq, &kc)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	topicShared, groupShared := "", ""
-	for _, c := range others {
-		who := c.queue.Namespace + "/" + c.queue.Name
-		if topicNameOf(c.queue) == topicName {
-			topicShared = who
-		}
-		if groupIDOf(c.queue) == groupID {
-			groupShared = who
-		}
-	}
-	topics, err := cl.DescribeTopics(kctx, topicName)
-	if err != nil {
-		return giveUp(fmt.Sprintf("cannot reach KafkaCluster %s: %v", kc.Name, err))
-	}
-	t := topics[topicName]
-	switch {
-	case topicShared != "":
-		r.event(sq, corev1.EventTypeWarning, kqv1.ReasonConflict, "Delete", fmt.Sprintf("topic %s is also named by ShareQueue %s: not deleted", topicName, topicShared))
-	case t.Err != nil && kafka.IsNotFound(t.Err):
-	case t.Err != nil:
-		return giveUp(t.Err.Error())
-	case sq.Status.TopicID == "" || t.ID != sq.Status.TopicID:
-		r.event(sq, corev1.EventTypeWarning, kqv1.ReasonTopicIDChanged, "Delete",
-			fmt.Sprintf("topic %s has id %s, not the pinned %q: not deleting a topic this ShareQueue does not own", topicName, t.ID, sq.Status.TopicID))
-	default:
-		res, err := cl.DeleteTopics(kctx, topicName)
-		if err == nil {
-			err = res[topicName]
-		}
-		if err != nil {
-			return giveUp(fmt.Sprintf("deleting topic %s: %v", topicName, err))
-		}
-		r.event(sq, corev1.EventTypeNormal, "TopicDeleted", "Delete", fmt.Sprintf("deleted topic %s (deletionPolicy Delete)", topicName))
-	}
-	if groupShared != "" {
-		r.event(sq, corev1.EventTypeWarning, kqv1.ReasonConflict, "Delete", fmt.Sprintf("group %s is also named by ShareQueue %s: not deleted", groupID, groupShared))
-		return release()
-	}
-	if err := r.deleteGroup(kctx, cl, groupID); err != nil {
-		return giveUp(err.Error())
-	}
-	r.event(sq, corev1.EventTypeNormal, "GroupDeleted", "Delete", fmt.Sprintf("deleted share group %s and its configs (deletionPolicy Delete)", groupID))
-	return release()
-}
-
-// deleteGroup deletes the share group and every group config override it had (the configs
-// outlive a group that never had members).
-func (r *ShareQueueReconciler) deleteGroup(ctx context.Context, cl *kafka.Client, groupID string) error {
-	res, err := cl.DeleteShareGroups(ctx, groupID)
-	if err == nil {
-		err = res[groupID]
-	}
-	if err != nil && !kafka.IsUnsupported(err) {
-		return fmt.Errorf("deleting share group %s: %w", groupID, err)
-	}
-	key := kafka.ResourceKey{Type: kafka.GroupResource, Name: groupID}
-	cfgs, err := cl.DescribeConfigs(ctx, []kafka.ResourceKey{key})
-	if err != nil {
-		return err
-	}
-	rc := cfgs[key]
-	if rc.Err != nil {
-		return nil
-	}
-	var dels []kafka.AlterConfig
-	for name, e := range rc.Configs {
-		if e.IsOverride() {
-			dels = append(dels, kafka.AlterConfig{Name: name, Op: kafka.OpDelete})
-		}
-	}
-	if len(dels) == 0 {
-		return nil
-	}
-	out, err := cl.IncrementalAlterConfigs(ctx, []kafka.Alteration{{Resource: key, Configs: dels}})
-	if err == nil {
-		err = out[key]
-	}
-	return err
-}
-
-func (r *ShareQueueReconciler) patchStatus(ctx context.Context, original, sq *kqv1.ShareQueue) error {
-	return patchStatusIfChanged(ctx, r.Client, original, sq, equality.Semantic.DeepEqual(original.Status, sq.Status))
-}
-
 func (r *ShareQueueReconciler) event(obj *kqv1.ShareQueue, typ, reason, action, msg string) {
 	emitEvent(r.Recorder, obj, typ, reason, action, msg)
 }
@@ -688,8 +476,9 @@ func (r *ShareQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	indexes := map[string]func(*kqv1.ShareQueue) string{
 		clusterRefIndex: func(sq *kqv1.ShareQueue) string { return sq.Spec.ClusterRef.Name },
-		topicNameIndex:  topicNameOf,
-		groupIDIndex:    groupIDOf,
+	}
+	for _, k := range claimKeys {
+		indexes[k.index] = k.of
 	}
 	for name, fn := range indexes {
 		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &kqv1.ShareQueue{}, name, func(o client.Object) []string {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -19,6 +20,17 @@ const (
 	groupIDIndex   = "kafka.groupId"
 )
 
+// claimKeys are the Kafka names a ShareQueue claims on its cluster, each with its cache
+// index: ownership, its watch and kqctl plan all read them from here.
+var claimKeys = []struct {
+	index string
+	what  string
+	of    func(*kqv1.ShareQueue) string
+}{
+	{topicNameIndex, "topic", (*kqv1.ShareQueue).KafkaTopicName},
+	{groupIDIndex, "group", (*kqv1.ShareQueue).KafkaGroupID},
+}
+
 // claimant is another ShareQueue that names the same topic or group.
 type claimant struct {
 	queue *kqv1.ShareQueue
@@ -26,11 +38,11 @@ type claimant struct {
 }
 
 // sameCluster reports whether two ShareQueues' clusters are the same Kafka cluster (sameKafka).
-func (r *ShareQueueReconciler) sameCluster(ctx context.Context, a *kqv1.ShareQueue, aCluster *kqv1.KafkaCluster, b *kqv1.ShareQueue) bool {
+func sameCluster(ctx context.Context, c client.Reader, a *kqv1.ShareQueue, aCluster *kqv1.KafkaCluster, b *kqv1.ShareQueue) bool {
 	if a.Namespace == b.Namespace && a.Spec.ClusterRef.Name == b.Spec.ClusterRef.Name {
 		return true
 	}
-	return aCluster != nil && sameKafka(ctx, r.Client, aCluster, b.Namespace, b.Spec.ClusterRef.Name)
+	return aCluster != nil && sameKafka(ctx, c, aCluster, b.Namespace, b.Spec.ClusterRef.Name)
 }
 
 // sameKafka reports whether KafkaCluster ns/name is the same Kafka cluster as kc: the same
@@ -50,30 +62,60 @@ func sameKafka(ctx context.Context, c client.Reader, kc *kqv1.KafkaCluster, ns, 
 }
 
 // claimants lists the other live ShareQueues on the same Kafka cluster that name sq's topic
-// or group.
+// or group, through the manager cache's indexes.
 func (r *ShareQueueReconciler) claimants(ctx context.Context, sq *kqv1.ShareQueue, kc *kqv1.KafkaCluster) ([]claimant, error) {
-	var out []claimant
-	seen := map[types.UID]bool{}
-	for _, q := range []struct{ index, value, what string }{
-		{topicNameIndex, topicNameOf(sq), "topic " + topicNameOf(sq)},
-		{groupIDIndex, groupIDOf(sq), "group " + groupIDOf(sq)},
-	} {
+	lists := make([][]kqv1.ShareQueue, len(claimKeys))
+	for i, k := range claimKeys {
 		var list kqv1.ShareQueueList
-		if err := r.List(ctx, &list, client.MatchingFields{q.index: q.value}); err != nil {
+		if err := r.List(ctx, &list, client.MatchingFields{k.index: k.of(sq)}); err != nil {
 			return nil, err
 		}
-		for i := range list.Items {
-			o := &list.Items[i]
-			if o.UID == sq.UID || seen[o.UID] || !o.DeletionTimestamp.IsZero() {
-				continue
-			}
-			if r.sameCluster(ctx, sq, kc, o) {
-				seen[o.UID] = true
-				out = append(out, claimant{queue: o, what: q.what})
+		lists[i] = list.Items
+	}
+	return claimantsAmong(ctx, r.Client, sq, kc, lists), nil
+}
+
+// claimantsUncached is claimants for a client without the cache's indexes (kqctl plan): it
+// lists every ShareQueue (those in sq's namespace when the caller may not list them all) and
+// matches the names itself.
+func claimantsUncached(ctx context.Context, c client.Reader, sq *kqv1.ShareQueue, kc *kqv1.KafkaCluster) ([]claimant, error) {
+	var list kqv1.ShareQueueList
+	err := c.List(ctx, &list)
+	if apierrors.IsForbidden(err) {
+		err = c.List(ctx, &list, client.InNamespace(sq.Namespace))
+	}
+	if err != nil {
+		return nil, err
+	}
+	lists := make([][]kqv1.ShareQueue, len(claimKeys))
+	for i, k := range claimKeys {
+		for _, o := range list.Items {
+			if k.of(&o) == k.of(sq) {
+				lists[i] = append(lists[i], o)
 			}
 		}
 	}
-	return out, nil
+	return claimantsAmong(ctx, c, sq, kc, lists), nil
+}
+
+// claimantsAmong picks, from the queues naming each of claimKeys (lists, in claimKeys'
+// order), the other live ones on sq's Kafka cluster.
+func claimantsAmong(ctx context.Context, c client.Reader, sq *kqv1.ShareQueue, kc *kqv1.KafkaCluster, lists [][]kqv1.ShareQueue) []claimant {
+	var out []claimant
+	seen := map[types.UID]bool{}
+	for i, k := range claimKeys {
+		for j := range lists[i] {
+			o := &lists[i][j]
+			if o.UID == sq.UID || seen[o.UID] || !o.DeletionTimestamp.IsZero() {
+				continue
+			}
+			if sameCluster(ctx, c, sq, kc, o) {
+				seen[o.UID] = true
+				out = append(out, claimant{queue: o, what: k.what + " " + k.of(sq)})
+			}
+		}
+	}
+	return out
 }
 
 // ownerOf picks the owner among sq and its claimants: the oldest by creationTimestamp, ties
@@ -110,9 +152,9 @@ func (r *ShareQueueReconciler) sharersOf(ctx context.Context, o client.Object) [
 		return nil
 	}
 	var reqs []reconcile.Request
-	for _, q := range []struct{ index, value string }{{topicNameIndex, topicNameOf(sq)}, {groupIDIndex, groupIDOf(sq)}} {
+	for _, k := range claimKeys {
 		var list kqv1.ShareQueueList
-		if err := r.List(ctx, &list, client.MatchingFields{q.index: q.value}); err != nil {
+		if err := r.List(ctx, &list, client.MatchingFields{k.index: k.of(sq)}); err != nil {
 			continue
 		}
 		for _, other := range list.Items {

@@ -275,6 +275,59 @@ func boundText(s deliverySetting, which string, v int64) string {
 	return fmt.Sprintf("%s=%d", name, v)
 }
 
+// outOfBounds checks the Kafka value want of setting s against bound: when it is a number
+// outside the bound, side is "min." or "max." (the broker config family it crosses) and
+// clamped is the bound; side is "" otherwise.
+func (s deliverySetting) outOfBounds(want string, bound kqv1.Bound) (n, clamped int64, side string) {
+	if s.Kind == kindString || s.Kind == kindBool {
+		return 0, 0, ""
+	}
+	n, err := strconv.ParseInt(want, 10, 64)
+	if err != nil {
+		return 0, 0, ""
+	}
+	clamped, side = clampToBound(n, bound)
+	return n, clamped, side
+}
+
+// BoundViolation is a declared delivery value outside the brokers' KIP-1240 bounds.
+type BoundViolation struct {
+	// Field is the spec path ("spec.delivery.lockDuration").
+	Field string
+	// Value is the value as Kafka takes it (milliseconds for durations); Unit is "ms" for
+	// durations, else empty.
+	Value int64
+	Unit  string
+	// Above is true when Value exceeds the maximum, false when it is below the minimum.
+	Above bool
+	// BrokerConfig is the bound crossed (group.share.max.record.lock.duration.ms) and Bound
+	// its value.
+	BrokerConfig string
+	Bound        int64
+}
+
+// DeliveryBoundViolations checks every declared delivery value against bounds with the
+// table and rule the ShareQueue controller applies (deliverySettings), in the table's order.
+func DeliveryBoundViolations(d *kqv1.DeliverySpec, bounds kqv1.ShareBounds) []BoundViolation {
+	var out []BoundViolation
+	for _, s := range deliverySettings {
+		want, declared := s.Desired(d)
+		if !declared || s.Bound == nil {
+			continue
+		}
+		n, clamped, side := s.outOfBounds(want, s.Bound(&bounds))
+		if side == "" {
+			continue
+		}
+		v := BoundViolation{Field: "spec." + s.Field, Value: n, Above: side == "max.", BrokerConfig: "group.share." + side + s.BrokerPrefix, Bound: clamped}
+		if s.Kind == kindDurationMs {
+			v.Unit = "ms"
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
 // clampToBound returns v clamped to b and which side clamped it ("" when inside).
 func clampToBound(v int64, b kqv1.Bound) (int64, string) {
 	if b.Min != nil && v < *b.Min {
@@ -284,21 +337,6 @@ func clampToBound(v int64, b kqv1.Bound) (int64, string) {
 		return *b.Max, "max."
 	}
 	return v, ""
-}
-
-// topicNameOf and groupIDOf resolve the defaults (metadata.name).
-func topicNameOf(sq *kqv1.ShareQueue) string {
-	if sq.Spec.Topic.Name != "" {
-		return sq.Spec.Topic.Name
-	}
-	return sq.Name
-}
-
-func groupIDOf(sq *kqv1.ShareQueue) string {
-	if sq.Spec.GroupID != "" {
-		return sq.Spec.GroupID
-	}
-	return sq.Name
 }
 
 // planQueue decides, from the spec and what was observed, which Kafka changes to make and
@@ -313,53 +351,107 @@ func groupIDOf(sq *kqv1.ShareQueue) string {
 //     clamp stored values at run time, KIP-1240);
 //   - capacity = partitions × effective share.partition.max.record.locks, × 32 B of state.
 func planQueue(sq *kqv1.ShareQueue, obs queueObservation) queuePlan {
-	p := queuePlan{TopicName: topicNameOf(sq), GroupID: groupIDOf(sq)}
-	spec := sq.Spec
-	drift := spec.DriftPolicy
-	if drift == "" {
-		drift = kqv1.DriftPolicyEnforce
-	}
-	adoption := spec.AdoptionPolicy
-	if adoption == "" {
-		adoption = kqv1.AdoptionPolicyAdoptOrCreate
-	}
-	ignored := map[string]bool{}
-	for _, k := range spec.DriftIgnore {
-		ignored[strings.TrimSpace(k)] = true
-	}
-	wantPartitions := spec.Topic.Partitions
-	if wantPartitions < 1 {
-		wantPartitions = 1
-	}
+	p := queuePlan{TopicName: sq.KafkaTopicName(), GroupID: sq.KafkaGroupID()}
+	pol := policiesOf(&sq.Spec)
+	planTopic(&p, sq, obs, pol)
 
-	// --- topic
+	bounds := kqv1.ShareBounds{}
+	if obs.Cluster.ShareBounds != nil {
+		bounds = *obs.Cluster.ShareBounds
+	}
+	var invalid, clamped, unsupported []string
+	for _, s := range deliverySettings {
+		d := planDeliverySetting(s, &sq.Spec, obs, bounds, pol, p.GroupID)
+		*s.Effective(&p.EffectiveNow), *s.Effective(&p.Effective) = d.Now, d.After
+		if d.Write != nil {
+			p.GroupConfigs = append(p.GroupConfigs, *d.Write)
+		}
+		if d.Drift != "" {
+			p.Drift = append(p.Drift, d.Drift)
+		}
+		if d.Invalid != "" {
+			invalid = append(invalid, d.Invalid)
+			p.Rejected = append(p.Rejected, s.Config)
+		}
+		if d.Clamped != "" {
+			clamped = append(clamped, d.Clamped)
+		}
+		if d.Unsupported != "" {
+			unsupported = append(unsupported, d.Unsupported)
+		}
+	}
+	if obs.Cluster.ShareVersion < 1 {
+		// No group-config writes while share groups are off (share.version 0).
+		p.GroupConfigs = nil
+		p.Effective = p.EffectiveNow
+	}
+	p.ConfigValid = configValid(invalid, unsupported, clamped)
+	p.GroupConfig = groupConfigured(obs, p.GroupID, len(invalid) > 0 || len(unsupported) > 0)
+
+	if p.Blocked {
+		p.CreateTopic, p.GrowPartitionsTo, p.TopicConfigs = nil, 0, nil
+		p.ManagedTopicConfigs = sq.Status.ManagedTopicConfigs
+	} else {
+		p.ManagedTopicConfigs = sortedKeys(normalisedConfigs(sq.Spec.Topic.Config))
+	}
+	p.Bounds = bounds
+	p.Capacity = capacityOf(p.Partitions, p.Effective.MaxInFlightPerPartition, bounds)
+	return p
+}
+
+// queuePolicies are the spec's policies with their defaults applied.
+type queuePolicies struct {
+	drift      kqv1.DriftPolicy
+	adoption   kqv1.AdoptionPolicy
+	ignored    map[string]bool // driftIgnore
+	partitions int32           // topic.partitions, at least 1
+}
+
+func policiesOf(spec *kqv1.ShareQueueSpec) queuePolicies {
+	pol := queuePolicies{drift: spec.DriftPolicy, adoption: spec.AdoptionPolicy, ignored: map[string]bool{}, partitions: max(spec.Topic.Partitions, 1)}
+	if pol.drift == "" {
+		pol.drift = kqv1.DriftPolicyEnforce
+	}
+	if pol.adoption == "" {
+		pol.adoption = kqv1.AdoptionPolicyAdoptOrCreate
+	}
+	for _, k := range spec.DriftIgnore {
+		pol.ignored[strings.TrimSpace(k)] = true
+	}
+	return pol
+}
+
+// planTopic decides the topic's writes (create, grow, configs), whether it is Blocked, its
+// partitions and TopicReady: adoptionPolicy, the pinned topic id, the creation intent, shape
+// mismatches (more partitions, another replication factor) and driftPolicy.
+func planTopic(p *queuePlan, sq *kqv1.ShareQueue, obs queueObservation, pol queuePolicies) {
 	exists := obs.Topic.Err == nil
 	switch {
-	case !exists && adoption == kqv1.AdoptionPolicyAdopt:
+	case !exists && pol.adoption == kqv1.AdoptionPolicyAdopt:
 		p.Blocked = true
 		p.TopicReady = condInput{metav1.ConditionFalse, kqv1.ReasonTopicNotFound,
 			fmt.Sprintf("adoptionPolicy is Adopt and topic %q does not exist; waiting for it to be created", p.TopicName)}
 	case !exists:
 		rf := int16(-1)
-		if spec.Topic.ReplicationFactor != nil {
-			rf = int16(*spec.Topic.ReplicationFactor)
+		if sq.Spec.Topic.ReplicationFactor != nil {
+			rf = int16(*sq.Spec.Topic.ReplicationFactor)
 		}
-		p.CreateTopic = &kafka.NewTopic{Name: p.TopicName, Partitions: wantPartitions, ReplicationFactor: rf, Configs: normalisedConfigs(spec.Topic.Config)}
+		p.CreateTopic = &kafka.NewTopic{Name: p.TopicName, Partitions: pol.partitions, ReplicationFactor: rf, Configs: normalisedConfigs(sq.Spec.Topic.Config)}
 		p.RecreatesTopicID = sq.Status.TopicID
-		p.Partitions = wantPartitions
-		p.TopicReady = condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("topic %s has %d partitions", p.TopicName, wantPartitions)}
+		p.Partitions = pol.partitions
+		p.TopicReady = condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("topic %s has %d partitions", p.TopicName, pol.partitions)}
 	case sq.Status.TopicID != "" && obs.Topic.ID != "" && obs.Topic.ID != sq.Status.TopicID:
 		p.Blocked = true
 		p.Partitions = obs.Topic.Partitions
 		p.TopicReady = condInput{metav1.ConditionFalse, kqv1.ReasonTopicIDChanged,
 			fmt.Sprintf("topic %s now has id %s but this ShareQueue pinned id %s: it was deleted and recreated outside the operator; nothing is written until an operator checks it", p.TopicName, obs.Topic.ID, sq.Status.TopicID)}
-	case adoption == kqv1.AdoptionPolicyCreate && sq.Status.TopicID == "" && sq.Status.TopicCreationStarted != nil:
+	case pol.adoption == kqv1.AdoptionPolicyCreate && sq.Status.TopicID == "" && sq.Status.TopicCreationStarted != nil:
 		// Our own CreateTopics whose result was never recorded (manager stopped, response
 		// lost): the topic is ours.
 		p.Partitions = obs.Topic.Partitions
 		p.AdoptCreated = true
 		p.TopicReady = condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("topic %s has %d partitions", p.TopicName, p.Partitions)}
-	case adoption == kqv1.AdoptionPolicyCreate && sq.Status.TopicID == "":
+	case pol.adoption == kqv1.AdoptionPolicyCreate && sq.Status.TopicID == "":
 		p.Blocked = true
 		p.Partitions = obs.Topic.Partitions
 		p.TopicReady = condInput{metav1.ConditionFalse, kqv1.ReasonTopicExists,
@@ -368,26 +460,26 @@ func planQueue(sq *kqv1.ShareQueue, obs queueObservation) queuePlan {
 		p.Partitions = obs.Topic.Partitions
 		var problems []string
 		reason := ""
-		if obs.Topic.Partitions < wantPartitions {
-			if drift == kqv1.DriftPolicyEnforce || sq.Status.TopicID == "" || wantPartitions > sq.Status.Partitions {
-				p.GrowPartitionsTo = wantPartitions
-				p.Partitions = wantPartitions
+		if obs.Topic.Partitions < pol.partitions {
+			if pol.drift == kqv1.DriftPolicyEnforce || sq.Status.TopicID == "" || pol.partitions > sq.Status.Partitions {
+				p.GrowPartitionsTo = pol.partitions
+				p.Partitions = pol.partitions
 			}
-		} else if obs.Topic.Partitions > wantPartitions {
+		} else if obs.Topic.Partitions > pol.partitions {
 			reason = kqv1.ReasonPartitionCountMismatch
 			problems = append(problems, fmt.Sprintf("topic %s has %d partitions but topic.partitions is %d; Kafka cannot remove partitions: set topic.partitions to %d",
-				p.TopicName, obs.Topic.Partitions, wantPartitions, obs.Topic.Partitions))
+				p.TopicName, obs.Topic.Partitions, pol.partitions, obs.Topic.Partitions))
 		}
-		if rf := spec.Topic.ReplicationFactor; rf != nil && obs.Topic.ReplicationFactor != *rf {
+		if rf := sq.Spec.Topic.ReplicationFactor; rf != nil && obs.Topic.ReplicationFactor != *rf {
 			if reason == "" {
 				reason = kqv1.ReasonReplicationFactorMismatch
 			}
 			problems = append(problems, fmt.Sprintf("topic %s has replication factor %d but topic.replicationFactor is %d; the operator does not reassign queue topics",
 				p.TopicName, obs.Topic.ReplicationFactor, *rf))
 		}
-		if drift != kqv1.DriftPolicyIgnore {
-			changes := diffTopicConfigs(spec.Topic.Config, obs.TopicConfigs, ignored, managedSet(sq.Status.ManagedTopicConfigs))
-			if drift == kqv1.DriftPolicyEnforce {
+		if pol.drift != kqv1.DriftPolicyIgnore {
+			changes := diffTopicConfigs(sq.Spec.Topic.Config, obs.TopicConfigs, pol.ignored, managedSet(sq.Status.ManagedTopicConfigs))
+			if pol.drift == kqv1.DriftPolicyEnforce {
 				p.TopicConfigs = changes
 			} else {
 				for _, c := range changes {
@@ -409,131 +501,123 @@ func planQueue(sq *kqv1.ShareQueue, obs queueObservation) queuePlan {
 			p.TopicReady = condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("topic %s has %d partitions", p.TopicName, p.Partitions)}
 		}
 	}
+}
 
-	// --- group configs
-	bounds := kqv1.ShareBounds{}
-	if obs.Cluster.ShareBounds != nil {
-		bounds = *obs.Cluster.ShareBounds
+// settingPlan is the plan for one delivery setting.
+type settingPlan struct {
+	// Now is the effective value before the plan, After once it is applied.
+	Now, After *kqv1.EffectiveValue
+	// Write is the group-config change, nil when none.
+	Write *kafka.AlterConfig
+	// Drift describes a live value left as it is under driftPolicy Report.
+	Drift string
+	// Invalid (rejected, boundsPolicy Reject), Clamped (boundsPolicy Clamp) and Unsupported
+	// (the brokers do not report the config) are ConfigValid's messages for this setting.
+	Invalid, Clamped, Unsupported string
+}
+
+// planDeliverySetting decides one delivery setting: the declared value (the reserved last
+// attempt added in Republisher mode) against the live group config and the brokers' bounds,
+// under boundsPolicy, driftPolicy and driftIgnore.
+func planDeliverySetting(s deliverySetting, spec *kqv1.ShareQueueSpec, obs queueObservation, bounds kqv1.ShareBounds, pol queuePolicies, groupID string) settingPlan {
+	want, declared := s.Desired(&spec.Delivery)
+	live, liveKnown := obs.GroupConfigs[s.Config]
+	if obs.ReserveLastAttempt && s.Config == deliveryCountLimitConfig {
+		want, declared = reservedDeliveryLimit(want, declared, s, bounds)
 	}
-	shareOn := obs.Cluster.ShareVersion >= 1
-	var invalid, clamped, unsupported []string
-	p.Effective, p.EffectiveNow = kqv1.EffectiveDelivery{}, kqv1.EffectiveDelivery{}
-	for _, s := range deliverySettings {
-		want, declared := s.Desired(&spec.Delivery)
-		live, liveKnown := obs.GroupConfigs[s.Config]
-		if obs.ReserveLastAttempt && s.Config == deliveryCountLimitConfig {
-			want, declared = reservedDeliveryLimit(want, declared, s, bounds)
-		}
-		supported := obs.GroupConfigs == nil || liveKnown
-		var bound kqv1.Bound
-		if s.Bound != nil {
-			bound = s.Bound(&bounds)
-		}
-		now := effectiveOf(s, live, liveKnown, bound)
-		*s.Effective(&p.EffectiveNow) = now
-		after := now
+	supported := obs.GroupConfigs == nil || liveKnown
+	var bound kqv1.Bound
+	if s.Bound != nil {
+		bound = s.Bound(&bounds)
+	}
+	var d settingPlan
+	now := effectiveOf(s, live, liveKnown, bound)
+	d.Now, d.After = now, now
 
+	switch {
+	case !supported:
+		if declared {
+			d.Unsupported = fmt.Sprintf("%s=%s needs group config %s, which this cluster's brokers do not report (Kafka 4.3+ adds it); the field is not applied",
+				s.Field, displayValue(s.Kind, want), s.Config)
+		}
+		if declared && now.Value == "" {
+			d.After = &kqv1.EffectiveValue{Config: s.Config, Source: kqv1.SourceUnsupported}
+		}
+	case declared && pol.ignored[s.Config] && liveKnown && live.IsOverride():
+		// driftIgnore: the live override stands, whatever it is.
+	case declared:
+		write, source := want, kqv1.SourceGroupOverride
+		if _, c, side := s.outOfBounds(want, bound); side != "" {
+			rel := "below the brokers' minimum"
+			if side == "max." {
+				rel = "above the brokers' maximum"
+			}
+			if spec.BoundsPolicy == kqv1.BoundsPolicyClamp {
+				d.Clamped = fmt.Sprintf("%s %s is %s %s; wrote %s", s.Field, specValue(s, want), rel, boundText(s, side, c), displayValue(s.Kind, strconv.FormatInt(c, 10)))
+				write, source = strconv.FormatInt(c, 10), kqv1.SourceClamped
+			} else {
+				d.Invalid = fmt.Sprintf("%s %s is %s %s", s.Field, specValue(s, want), rel, boundText(s, side, c))
+				return d // rejected: keep what is live
+			}
+		}
+		d.After = &kqv1.EffectiveValue{Config: s.Config, Value: displayValue(s.Kind, write), Source: source}
+		if liveKnown && live.IsOverride() && normaliseValue(live.Value) == normaliseValue(write) {
+			break
+		}
 		switch {
-		case !supported:
-			if declared {
-				unsupported = append(unsupported, fmt.Sprintf("%s=%s needs group config %s, which this cluster's brokers do not report (Kafka 4.3+ adds it); the field is not applied",
-					s.Field, displayValue(s.Kind, want), s.Config))
-			}
-			if declared && now.Value == "" {
-				after = &kqv1.EffectiveValue{Config: s.Config, Source: kqv1.SourceUnsupported}
-			}
-		case declared && ignored[s.Config] && liveKnown && live.IsOverride():
-			// driftIgnore: the live override stands, whatever it is.
-		case declared:
-			write, source := want, kqv1.SourceGroupOverride
-			if n, err := strconv.ParseInt(want, 10, 64); err == nil && s.Kind != kindString && s.Kind != kindBool {
-				if c, side := clampToBound(n, bound); side != "" {
-					bv := *bound.Min
-					rel := "below the brokers' minimum"
-					if side == "max." {
-						bv, rel = *bound.Max, "above the brokers' maximum"
-					}
-					if spec.BoundsPolicy == kqv1.BoundsPolicyClamp {
-						clamped = append(clamped, fmt.Sprintf("%s %s is %s %s; wrote %s", s.Field, specValue(s, want), rel, boundText(s, side, bv), displayValue(s.Kind, strconv.FormatInt(c, 10))))
-						write, source = strconv.FormatInt(c, 10), kqv1.SourceClamped
-					} else {
-						invalid = append(invalid, fmt.Sprintf("%s %s is %s %s", s.Field, specValue(s, want), rel, boundText(s, side, bv)))
-						p.Rejected = append(p.Rejected, s.Config)
-						write = ""
-					}
-				}
-			}
-			if write == "" {
-				break // rejected: keep what is live
-			}
-			after = &kqv1.EffectiveValue{Config: s.Config, Value: displayValue(s.Kind, write), Source: source}
-			if !(liveKnown && live.IsOverride() && normaliseValue(live.Value) == normaliseValue(write)) {
-				if drift == kqv1.DriftPolicyEnforce || !(liveKnown && live.IsOverride()) {
-					p.GroupConfigs = append(p.GroupConfigs, kafka.AlterConfig{Name: s.Config, Op: kafka.OpSet, Value: write})
-				} else if drift == kqv1.DriftPolicyReport {
-					p.Drift = append(p.Drift, fmt.Sprintf("group %s: %s is %s, spec wants %s", p.GroupID, s.Config, live.Value, write))
-					after = now
-				} else {
-					after = now
-				}
-			}
-		case liveKnown && live.IsOverride() && !ignored[s.Config]:
-			// Not declared: the broker default should apply.
-			switch drift {
-			case kqv1.DriftPolicyEnforce:
-				p.GroupConfigs = append(p.GroupConfigs, kafka.AlterConfig{Name: s.Config, Op: kafka.OpDelete})
-				after = effectiveOf(s, kafka.ConfigEntry{}, false, bound)
-			case kqv1.DriftPolicyReport:
-				p.Drift = append(p.Drift, fmt.Sprintf("group %s: %s is set to %s outside the spec", p.GroupID, s.Config, live.Value))
-			}
+		case pol.drift == kqv1.DriftPolicyEnforce || !(liveKnown && live.IsOverride()):
+			d.Write = &kafka.AlterConfig{Name: s.Config, Op: kafka.OpSet, Value: write}
+		case pol.drift == kqv1.DriftPolicyReport:
+			d.Drift = fmt.Sprintf("group %s: %s is %s, spec wants %s", groupID, s.Config, live.Value, write)
+			d.After = now
+		default:
+			d.After = now
 		}
-		if after != nil && after.Config == "" {
-			after.Config = s.Config
+	case liveKnown && live.IsOverride() && !pol.ignored[s.Config]:
+		// Not declared: the broker default should apply.
+		switch pol.drift {
+		case kqv1.DriftPolicyEnforce:
+			d.Write = &kafka.AlterConfig{Name: s.Config, Op: kafka.OpDelete}
+			d.After = effectiveOf(s, kafka.ConfigEntry{}, false, bound)
+		case kqv1.DriftPolicyReport:
+			d.Drift = fmt.Sprintf("group %s: %s is set to %s outside the spec", groupID, s.Config, live.Value)
 		}
-		*s.Effective(&p.Effective) = after
 	}
-	if !shareOn {
-		// No group-config writes while share groups are off (share.version 0).
-		p.GroupConfigs = nil
-		p.Effective = p.EffectiveNow
-	}
+	return d
+}
 
+// configValid is ConfigValid from the delivery settings' verdicts: out of bounds (Reject)
+// first, then unsupported by the cluster, then clamped (True), else Valid.
+func configValid(invalid, unsupported, clamped []string) condInput {
 	switch {
 	case len(invalid) > 0:
 		msg := strings.Join(invalid, "; ") + "; not written (boundsPolicy Reject): change the value or set boundsPolicy: Clamp"
 		if len(unsupported) > 0 {
 			msg += "; " + strings.Join(unsupported, "; ")
 		}
-		p.ConfigValid = condInput{metav1.ConditionFalse, kqv1.ReasonOutOfBrokerBounds, msg}
+		return condInput{metav1.ConditionFalse, kqv1.ReasonOutOfBrokerBounds, msg}
 	case len(unsupported) > 0:
-		p.ConfigValid = condInput{metav1.ConditionFalse, kqv1.ReasonUnsupportedByCluster, strings.Join(unsupported, "; ")}
+		return condInput{metav1.ConditionFalse, kqv1.ReasonUnsupportedByCluster, strings.Join(unsupported, "; ")}
 	case len(clamped) > 0:
-		p.ConfigValid = condInput{metav1.ConditionTrue, kqv1.ReasonClampedToBrokerBounds, strings.Join(clamped, "; ") + " (boundsPolicy Clamp)"}
-	default:
-		p.ConfigValid = condInput{metav1.ConditionTrue, kqv1.ReasonValid, "every delivery value is within the brokers' bounds"}
+		return condInput{metav1.ConditionTrue, kqv1.ReasonClampedToBrokerBounds, strings.Join(clamped, "; ") + " (boundsPolicy Clamp)"}
 	}
+	return condInput{metav1.ConditionTrue, kqv1.ReasonValid, "every delivery value is within the brokers' bounds"}
+}
 
+// groupConfigured is GroupConfigured: False while share groups are off, Unknown when the
+// group configs could not be read, else True (naming the fields ConfigValid excludes, when
+// some are).
+func groupConfigured(obs queueObservation, groupID string, someNotApplied bool) condInput {
 	switch {
-	case !shareOn:
-		p.GroupConfig = condInput{metav1.ConditionFalse, kqv1.ReasonShareGroupsDisabled,
+	case obs.Cluster.ShareVersion < 1:
+		return condInput{metav1.ConditionFalse, kqv1.ReasonShareGroupsDisabled,
 			fmt.Sprintf("share groups are disabled on this cluster (share.version=%d); group configs are written once share.version >= 1 is finalized", obs.Cluster.ShareVersion)}
 	case obs.GroupConfigs == nil:
-		p.GroupConfig = condInput{metav1.ConditionUnknown, kqv1.ReasonKafkaUnavailable, "group configs could not be read"}
-	case len(invalid) > 0 || len(unsupported) > 0:
-		p.GroupConfig = condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("share group %s configured, except the fields ConfigValid names", p.GroupID)}
-	default:
-		p.GroupConfig = condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("share group %s configured", p.GroupID)}
+		return condInput{metav1.ConditionUnknown, kqv1.ReasonKafkaUnavailable, "group configs could not be read"}
+	case someNotApplied:
+		return condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("share group %s configured, except the fields ConfigValid names", groupID)}
 	}
-
-	if p.Blocked {
-		p.CreateTopic, p.GrowPartitionsTo, p.TopicConfigs = nil, 0, nil
-		p.ManagedTopicConfigs = sq.Status.ManagedTopicConfigs
-	} else {
-		p.ManagedTopicConfigs = sortedKeys(normalisedConfigs(spec.Topic.Config))
-	}
-	p.Bounds = bounds
-	p.Capacity = capacityOf(p.Partitions, p.Effective.MaxInFlightPerPartition, bounds)
-	return p
+	return condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("share group %s configured", groupID)}
 }
 
 // effectiveOf is the value the brokers apply: the group override when there is one, else the

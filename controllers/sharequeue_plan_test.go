@@ -493,3 +493,176 @@ func TestPlanReservesTheLastAttemptForTheRepublisher(t *testing.T) {
 		t.Errorf("no republisher: write %q, want 4", got)
 	}
 }
+
+// The named parts of planQueue, each with its own table.
+
+func TestPlanTopic(t *testing.T) {
+	started := metav1.Now()
+	cases := []struct {
+		name        string
+		mut         func(*kqv1.ShareQueue)
+		topic       kafka.Topic
+		wantReason  string
+		wantStatus  metav1.ConditionStatus
+		wantBlocked bool
+		wantCreate  bool
+		wantGrowTo  int32
+		wantAdopt   bool
+	}{
+		{"missing: created", nil, missingTopic(), kqv1.ReasonReady, metav1.ConditionTrue, false, true, 0, false},
+		{"missing under Adopt: waits", func(sq *kqv1.ShareQueue) { sq.Spec.AdoptionPolicy = kqv1.AdoptionPolicyAdopt }, missingTopic(), kqv1.ReasonTopicNotFound, metav1.ConditionFalse, true, false, 0, false},
+		{"existing under Create: refused", func(sq *kqv1.ShareQueue) { sq.Spec.AdoptionPolicy = kqv1.AdoptionPolicyCreate }, liveTopic(3, 1, "x"), kqv1.ReasonTopicExists, metav1.ConditionFalse, true, false, 0, false},
+		{"existing under Create after our own create began: ours", func(sq *kqv1.ShareQueue) {
+			sq.Spec.AdoptionPolicy = kqv1.AdoptionPolicyCreate
+			sq.Status.TopicCreationStarted = &started
+		}, liveTopic(3, 1, "x"), kqv1.ReasonReady, metav1.ConditionTrue, false, false, 0, true},
+		{"another id than the pinned one: blocked", func(sq *kqv1.ShareQueue) { sq.Status.TopicID = "old" }, liveTopic(3, 1, "new"), kqv1.ReasonTopicIDChanged, metav1.ConditionFalse, true, false, 0, false},
+		{"fewer partitions: grown", nil, liveTopic(2, 1, "x"), kqv1.ReasonReady, metav1.ConditionTrue, false, false, 3, false},
+		{"more partitions: a mismatch, nothing written", nil, liveTopic(5, 1, "x"), kqv1.ReasonPartitionCountMismatch, metav1.ConditionFalse, false, false, 0, false},
+		{"another replication factor: a mismatch", func(sq *kqv1.ShareQueue) { sq.Spec.Topic.ReplicationFactor = ptr.To[int32](3) }, liveTopic(3, 1, "x"), kqv1.ReasonReplicationFactorMismatch, metav1.ConditionFalse, false, false, 0, false},
+		{"under-replicated", nil, kafka.Topic{Name: "q", ID: "x", Partitions: 3, ReplicationFactor: 3}, kqv1.ReasonTopicUnderReplicated, metav1.ConditionFalse, false, false, 0, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sq := queue(c.mut)
+			obs := obsWith(c.topic, map[string]kafka.ConfigEntry{}, defaultGroupConfigs(), bounds43())
+			obs.Cluster.BrokerCount = 1
+			p := queuePlan{TopicName: "q"}
+			planTopic(&p, sq, obs, policiesOf(&sq.Spec))
+			if p.TopicReady.Reason != c.wantReason || p.TopicReady.Status != c.wantStatus {
+				t.Errorf("TopicReady %+v, want %s/%s", p.TopicReady, c.wantStatus, c.wantReason)
+			}
+			if p.Blocked != c.wantBlocked || (p.CreateTopic != nil) != c.wantCreate || p.GrowPartitionsTo != c.wantGrowTo || p.AdoptCreated != c.wantAdopt {
+				t.Errorf("blocked %v create %v growTo %d adopt %v", p.Blocked, p.CreateTopic != nil, p.GrowPartitionsTo, p.AdoptCreated)
+			}
+		})
+	}
+}
+
+func TestPlanDeliverySetting(t *testing.T) {
+	lock := deliverySettings[0] // delivery.lockDuration → share.record.lock.duration.ms
+	if lock.Config != "share.record.lock.duration.ms" {
+		t.Fatalf("deliverySettings[0] is %s", lock.Config)
+	}
+	d := func(v time.Duration) *metav1.Duration { return &metav1.Duration{Duration: v} }
+	cases := []struct {
+		name                      string
+		mut                       func(*kqv1.ShareQueue)
+		live                      map[string]kafka.ConfigEntry
+		wantWrite                 string // "set=<v>", "delete" or ""
+		wantAfter                 string
+		wantSource                kqv1.ValueSource
+		wantDrift, wantInvalid    bool
+		wantClamped, wantUnsupprt bool
+	}{
+		{"declared and in bounds: set", func(sq *kqv1.ShareQueue) { sq.Spec.Delivery.LockDuration = d(45 * time.Second) }, defaultGroupConfigs(), "set=45000", "45s", kqv1.SourceGroupOverride, false, false, false, false},
+		{"already set: nothing to write", func(sq *kqv1.ShareQueue) { sq.Spec.Delivery.LockDuration = d(45 * time.Second) }, withGroup("share.record.lock.duration.ms", override("45000")), "", "45s", kqv1.SourceGroupOverride, false, false, false, false},
+		{"above the maximum, Reject: not written", func(sq *kqv1.ShareQueue) { sq.Spec.Delivery.LockDuration = d(5 * time.Minute) }, defaultGroupConfigs(), "", "30s", kqv1.SourceBrokerDefault, false, true, false, false},
+		{"above the maximum, Clamp: the bound is written", func(sq *kqv1.ShareQueue) {
+			sq.Spec.Delivery.LockDuration = d(5 * time.Minute)
+			sq.Spec.BoundsPolicy = kqv1.BoundsPolicyClamp
+		}, defaultGroupConfigs(), "set=60000", "1m0s", kqv1.SourceClamped, false, false, true, false},
+		{"undeclared override, Enforce: deleted", nil, withGroup("share.record.lock.duration.ms", override("20000")), "delete", "30s", kqv1.SourceBrokerDefault, false, false, false, false},
+		{"undeclared override, Report: drift", func(sq *kqv1.ShareQueue) { sq.Spec.DriftPolicy = kqv1.DriftPolicyReport }, withGroup("share.record.lock.duration.ms", override("20000")), "", "20s", kqv1.SourceGroupOverride, true, false, false, false},
+		{"declared, other live value, Report: drift", func(sq *kqv1.ShareQueue) {
+			sq.Spec.DriftPolicy = kqv1.DriftPolicyReport
+			sq.Spec.Delivery.LockDuration = d(45 * time.Second)
+		}, withGroup("share.record.lock.duration.ms", override("20000")), "", "20s", kqv1.SourceGroupOverride, true, false, false, false},
+		{"driftIgnore keeps the live override", func(sq *kqv1.ShareQueue) {
+			sq.Spec.Delivery.LockDuration = d(45 * time.Second)
+			sq.Spec.DriftIgnore = []string{"share.record.lock.duration.ms"}
+		}, withGroup("share.record.lock.duration.ms", override("20000")), "", "20s", kqv1.SourceGroupOverride, false, false, false, false},
+		{"not reported by the brokers: unsupported", func(sq *kqv1.ShareQueue) { sq.Spec.Delivery.LockDuration = d(45 * time.Second) }, map[string]kafka.ConfigEntry{}, "", "30s", kqv1.SourceBrokerDefault, false, false, false, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sq := queue(c.mut)
+			obs := obsWith(liveTopic(3, 1, "x"), nil, c.live, bounds43())
+			got := planDeliverySetting(lock, &sq.Spec, obs, *bounds43(), policiesOf(&sq.Spec), "q")
+			write := ""
+			if w := got.Write; w != nil {
+				write = "delete"
+				if w.Op == kafka.OpSet {
+					write = "set=" + w.Value
+				}
+			}
+			if write != c.wantWrite {
+				t.Errorf("write %q, want %q", write, c.wantWrite)
+			}
+			if got.After == nil || got.After.Value != c.wantAfter || got.After.Source != c.wantSource {
+				t.Errorf("effective after %+v, want %s from %s", got.After, c.wantAfter, c.wantSource)
+			}
+			if (got.Drift != "") != c.wantDrift || (got.Invalid != "") != c.wantInvalid || (got.Clamped != "") != c.wantClamped || (got.Unsupported != "") != c.wantUnsupprt {
+				t.Errorf("drift %q invalid %q clamped %q unsupported %q", got.Drift, got.Invalid, got.Clamped, got.Unsupported)
+			}
+		})
+	}
+}
+
+func withGroup(config string, e kafka.ConfigEntry) map[string]kafka.ConfigEntry {
+	m := defaultGroupConfigs()
+	m[config] = e
+	return m
+}
+
+func TestConfigValid(t *testing.T) {
+	cases := []struct {
+		name                         string
+		invalid, unsupported, clamps []string
+		wantStatus                   metav1.ConditionStatus
+		wantReason                   string
+		wantInMessage                string
+	}{
+		{"nothing to say", nil, nil, nil, metav1.ConditionTrue, kqv1.ReasonValid, "within the brokers' bounds"},
+		{"clamped is still valid", nil, nil, []string{"x clamped"}, metav1.ConditionTrue, kqv1.ReasonClampedToBrokerBounds, "x clamped (boundsPolicy Clamp)"},
+		{"unsupported", nil, []string{"y unsupported"}, []string{"x clamped"}, metav1.ConditionFalse, kqv1.ReasonUnsupportedByCluster, "y unsupported"},
+		{"out of bounds first, naming the unsupported too", []string{"z too long"}, []string{"y unsupported"}, nil, metav1.ConditionFalse, kqv1.ReasonOutOfBrokerBounds, "z too long; not written (boundsPolicy Reject): change the value or set boundsPolicy: Clamp; y unsupported"},
+	}
+	for _, c := range cases {
+		got := configValid(c.invalid, c.unsupported, c.clamps)
+		if got.Status != c.wantStatus || got.Reason != c.wantReason || !strings.Contains(got.Message, c.wantInMessage) {
+			t.Errorf("%s: %+v", c.name, got)
+		}
+	}
+}
+
+func TestGroupConfigured(t *testing.T) {
+	on := queueObservation{Cluster: kqv1.KafkaClusterStatus{ShareVersion: 1}, GroupConfigs: defaultGroupConfigs()}
+	off := queueObservation{Cluster: kqv1.KafkaClusterStatus{ShareVersion: 0}, GroupConfigs: defaultGroupConfigs()}
+	unread := queueObservation{Cluster: kqv1.KafkaClusterStatus{ShareVersion: 1}}
+	cases := []struct {
+		name          string
+		obs           queueObservation
+		notApplied    bool
+		wantStatus    metav1.ConditionStatus
+		wantReason    string
+		wantInMessage string
+	}{
+		{"configured", on, false, metav1.ConditionTrue, kqv1.ReasonReady, "share group q configured"},
+		{"configured except what ConfigValid names", on, true, metav1.ConditionTrue, kqv1.ReasonReady, "except the fields ConfigValid names"},
+		{"share groups off", off, false, metav1.ConditionFalse, kqv1.ReasonShareGroupsDisabled, "share.version=0"},
+		{"group configs unread", unread, false, metav1.ConditionUnknown, kqv1.ReasonKafkaUnavailable, "could not be read"},
+	}
+	for _, c := range cases {
+		got := groupConfigured(c.obs, "q", c.notApplied)
+		if got.Status != c.wantStatus || got.Reason != c.wantReason || !strings.Contains(got.Message, c.wantInMessage) {
+			t.Errorf("%s: %+v", c.name, got)
+		}
+	}
+}
+
+func TestDeliveryBoundViolations(t *testing.T) {
+	spec := kqv1.DeliverySpec{
+		LockDuration:        &metav1.Duration{Duration: time.Hour},
+		MaxDeliveryAttempts: ptr.To[int32](1),
+		SessionTimeout:      &metav1.Duration{Duration: 50 * time.Second},
+	}
+	got := DeliveryBoundViolations(&spec, *bounds43())
+	want := []BoundViolation{
+		{Field: "spec.delivery.lockDuration", Value: 3600000, Unit: "ms", Above: true, BrokerConfig: "group.share.max.record.lock.duration.ms", Bound: 60000},
+		{Field: "spec.delivery.maxDeliveryAttempts", Value: 1, BrokerConfig: "group.share.min.delivery.count.limit", Bound: 2},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("violations (-want +got):\n%s", diff)
+	}
+}

@@ -31,8 +31,9 @@ const (
 // DeadLetterTopicSpec is the topic dead records are written to.
 // +kubebuilder:validation:XValidation:rule="has(self.name) == has(oldSelf.name) && (!has(self.name) || self.name == oldSelf.name)",message="topic.name is immutable"
 type DeadLetterTopicSpec struct {
-	// name is the Kafka topic name. Default: "<queue topic>.dlq" prefixed with the brokers'
-	// errors.deadletterqueue.topic.name.prefix in BrokerNative mode. Immutable.
+	// name is the Kafka topic name. Default, in every mode: the brokers'
+	// errors.deadletterqueue.topic.name.prefix followed by the queue's topic ("dlq.orders" for
+	// topic orders with the brokers' default prefix "dlq."). Immutable.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=249

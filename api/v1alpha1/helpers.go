@@ -43,3 +43,48 @@ func (sq *ShareQueue) ApplicationAttempts(cs KafkaClusterStatus) (attempts int32
 	}
 	return 0, false
 }
+
+// DefaultDeadLetterTopicPrefix is the brokers' default errors.deadletterqueue.topic.name.prefix
+// (KIP-1191), used when a KafkaCluster's status does not report one.
+const DefaultDeadLetterTopicPrefix = "dlq."
+
+// KafkaTopicName is the queue's Kafka topic: spec.topic.name, else metadata.name. The
+// controllers, the webhook and kqctl all resolve the default here.
+func (sq *ShareQueue) KafkaTopicName() string {
+	if sq.Spec.Topic.Name != "" {
+		return sq.Spec.Topic.Name
+	}
+	return sq.Name
+}
+
+// KafkaGroupID is the queue's share group: spec.groupId, else metadata.name.
+func (sq *ShareQueue) KafkaGroupID() string {
+	if sq.Spec.GroupID != "" {
+		return sq.Spec.GroupID
+	}
+	return sq.Name
+}
+
+// DeadLetterPrefix is the brokers' errors.deadletterqueue.topic.name.prefix as the cluster's
+// status reports it, else DefaultDeadLetterTopicPrefix.
+func (cs *KafkaClusterStatus) DeadLetterPrefix() string {
+	if cs.DeadLetterTopicPrefix != nil {
+		return *cs.DeadLetterTopicPrefix
+	}
+	return DefaultDeadLetterTopicPrefix
+}
+
+// KafkaTopicName is the route's dead-letter topic: spec.topic.name, else the pinned
+// status.topicName, else the brokers' prefix followed by the queue's topic ("dlq.orders"). The
+// default carries the prefix in every mode, so a route that moves from Republisher to
+// BrokerNative (share.version raised to 2) keeps its topic.
+func (d *DeadLetterRoute) KafkaTopicName(queueTopic string, cs KafkaClusterStatus) string {
+	switch {
+	case d.Spec.Topic.Name != "":
+		return d.Spec.Topic.Name
+	case d.Status.TopicName != "":
+		return d.Status.TopicName
+	default:
+		return cs.DeadLetterPrefix() + queueTopic
+	}
+}

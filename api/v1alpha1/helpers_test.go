@@ -63,3 +63,29 @@ func TestApplicationAttempts(t *testing.T) {
 		t.Errorf("spec: %d %v, want 3 true", n, ok)
 	}
 }
+
+func TestDefaultNames(t *testing.T) {
+	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Name: "orders"}}
+	if sq.KafkaTopicName() != "orders" || sq.KafkaGroupID() != "orders" {
+		t.Errorf("defaults: topic %q group %q", sq.KafkaTopicName(), sq.KafkaGroupID())
+	}
+	sq.Spec.Topic.Name, sq.Spec.GroupID = "t", "g"
+	if sq.KafkaTopicName() != "t" || sq.KafkaGroupID() != "g" {
+		t.Errorf("declared: topic %q group %q", sq.KafkaTopicName(), sq.KafkaGroupID())
+	}
+	d := &kqv1.DeadLetterRoute{}
+	if got := d.KafkaTopicName("orders", kqv1.KafkaClusterStatus{}); got != "dlq.orders" {
+		t.Errorf("default dead-letter topic %q, want dlq.orders", got)
+	}
+	if got := d.KafkaTopicName("orders", kqv1.KafkaClusterStatus{DeadLetterTopicPrefix: ptr.To("dead-")}); got != "dead-orders" {
+		t.Errorf("with the brokers' prefix %q, want dead-orders", got)
+	}
+	d.Status.TopicName = "pinned"
+	if got := d.KafkaTopicName("orders", kqv1.KafkaClusterStatus{}); got != "pinned" {
+		t.Errorf("pinned %q", got)
+	}
+	d.Spec.Topic.Name = "declared"
+	if got := d.KafkaTopicName("orders", kqv1.KafkaClusterStatus{}); got != "declared" {
+		t.Errorf("declared %q", got)
+	}
+}

@@ -122,3 +122,13 @@ const (
 	// ReasonDeleting: the resource is being deleted.
 	ReasonDeleting = "Deleting"
 )
+
+// Event reasons that name no condition. Each has one meaning.
+const (
+	// EventTopicDeleted (Warning): a queue's pinned topic was deleted outside the operator; it
+	// is created again and its records are gone.
+	EventTopicDeleted = "TopicDeleted"
+	// EventTopicDeletedByPolicy (Normal): the operator deleted a queue's topic because the
+	// ShareQueue was deleted with deletionPolicy Delete.
+	EventTopicDeletedByPolicy = "TopicDeletedByPolicy"
+)

@@ -164,18 +164,7 @@ func runStatus(args []string, stdout io.Writer) error {
 	if err := c.List(ctx, &routes, opts...); err != nil {
 		return err
 	}
-	routeOf := map[string]string{}
-	for _, r := range routes.Items {
-		topic := r.Status.TopicName
-		if topic == "" {
-			topic = r.Spec.Topic.Name
-		}
-		mode := string(r.Status.EffectiveMode)
-		if mode == "" {
-			mode = string(r.Spec.Mode) + ", not reconciled yet"
-		}
-		routeOf[r.Namespace+"/"+r.Spec.QueueRef.Name] = fmt.Sprintf("%s (%s → %s)", r.Name, mode, topic)
-	}
+	routeOf := routeColumn(routes.Items)
 	rows := make([]queueRow, 0, len(queues.Items))
 	for _, q := range queues.Items {
 		row := queueRow{Namespace: q.Namespace, Name: q.Name, Topic: q.Status.TopicName, Partitions: q.Status.Partitions, Ready: "Unknown",
@@ -234,6 +223,33 @@ func runStatus(args []string, stdout io.Writer) error {
 	default:
 		return fmt.Errorf("-o %q: want table, yaml or json", *output)
 	}
+}
+
+// routeColumn describes each queue's owning DeadLetterRoute (kqv1.OwningRoute, the one the
+// operator acts on; others are in Conflict), keyed by namespace/queue.
+func routeColumn(routes []kqv1.DeadLetterRoute) map[string]string {
+	byQueue := map[string][]kqv1.DeadLetterRoute{}
+	for _, r := range routes {
+		k := r.Namespace + "/" + r.Spec.QueueRef.Name
+		byQueue[k] = append(byQueue[k], r)
+	}
+	out := make(map[string]string, len(byQueue))
+	for k, rs := range byQueue {
+		r := kqv1.OwningRoute(rs)
+		if r == nil {
+			continue
+		}
+		topic := r.Status.TopicName
+		if topic == "" {
+			topic = r.Spec.Topic.Name
+		}
+		mode := string(r.Status.EffectiveMode)
+		if mode == "" {
+			mode = string(r.Spec.Mode) + ", not reconciled yet"
+		}
+		out[k] = fmt.Sprintf("%s (%s → %s)", r.Name, mode, topic)
+	}
+	return out
 }
 
 func runPlan(args []string, stdout io.Writer) error {

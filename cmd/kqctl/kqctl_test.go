@@ -268,3 +268,45 @@ func TestPlanFailsWhenAQueueCannotBePlanned(t *testing.T) {
 		t.Errorf("err %v, output %q", err, out.String())
 	}
 }
+
+// Regression: kqctl status showed whichever route of a queue was listed last, not the one
+// that owns the queue (kqv1.OwningRoute).
+func TestStatusShowsTheOwningRoute(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	route := func(name string, created metav1.Time, mode kqv1.DeadLetterMode) kqv1.DeadLetterRoute {
+		return kqv1.DeadLetterRoute{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, CreationTimestamp: created},
+			Spec:       kqv1.DeadLetterRouteSpec{QueueRef: kqv1.QueueReference{Name: "orders"}},
+			Status:     kqv1.DeadLetterRouteStatus{EffectiveMode: mode, TopicName: "dlq." + name},
+		}
+	}
+	owner := route("first", t0, kqv1.DeadLetterModeBrokerNative)
+	second := route("second", metav1.NewTime(t0.Add(time.Minute)), "")
+	for _, order := range [][]kqv1.DeadLetterRoute{{owner, second}, {second, owner}} {
+		got := routeColumn(order)["ns/orders"]
+		if got != "first (BrokerNative → dlq.first)" {
+			t.Errorf("routes %s, %s: DLQ column %q, want the owning route first", order[0].Name, order[1].Name, got)
+		}
+	}
+}
+
+// Regression: PreviewQueue looked claimants up through cache indexes with an uncached client
+// and dropped the error, so kqctl plan never reported a conflict.
+func TestPlanReportsAConflict(t *testing.T) {
+	skipShort(t)
+	ctx := context.Background()
+	owner := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kq-owner"}, Spec: kqv1.ShareQueueSpec{
+		ClusterRef: kqv1.ClusterReference{Name: "local"}, Topic: kqv1.QueueTopicSpec{Name: "kq-shared", Partitions: 1}}}
+	if err := k8s.Create(ctx, owner); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = k8s.Delete(ctx, owner) }()
+	var out bytes.Buffer
+	manifest := "apiVersion: kafkaqueues.io/v1alpha1\nkind: ShareQueue\nmetadata: {name: kq-intruder}\nspec: {clusterRef: {name: local}, topic: {name: kq-shared}}\n"
+	if err := runPlan([]string{"--kubeconfig", kubeconfig, "-f", writeFile(t, manifest)}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := "CONFLICT: topic kq-shared on this Kafka cluster is already owned by ShareQueue default/kq-owner"; !strings.Contains(out.String(), want) {
+		t.Errorf("plan output lacks %q:\n%s", want, out.String())
+	}
+}

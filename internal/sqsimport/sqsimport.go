@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/controllers"
 )
 
 // Attributes is the get-queue-attributes output: {"Attributes": {"Name": "value", ...}}, or
@@ -251,37 +252,20 @@ func nameFromArn(arn string) string {
 	return strings.Trim(b.String(), "-")
 }
 
-// Check compares the converted values with a cluster's bounds (KafkaCluster status) and
+// Check compares the converted values with a cluster's bounds (KafkaCluster status), with the
+// ShareQueue controller's own table and rule (controllers.DeliveryBoundViolations), and
 // returns one line per value the brokers would refuse, saying what to change.
 func Check(res *Result, bounds *kqv1.ShareBounds) []string {
 	if bounds == nil {
 		return []string{"the KafkaCluster reports no share bounds yet (not connected?)"}
 	}
 	var out []string
-	check := func(field, config string, v int64, b kqv1.Bound, unit string) {
-		if b.Min != nil && v < *b.Min {
-			out = append(out, fmt.Sprintf("%s=%d%s is below the brokers' minimum (%s %d): raise it to at least %d or ask for a lower broker bound", field, v, unit, config, *b.Min, *b.Min))
-		}
-		if b.Max != nil && v > *b.Max {
-			out = append(out, fmt.Sprintf("%s=%d%s is above the brokers' maximum (%s %d): lower it to %d, set boundsPolicy: Clamp, or raise the broker bound", field, v, unit, config, *b.Max, *b.Max))
-		}
-	}
-	d := res.Queue.Spec.Delivery
-	if d.LockDuration != nil {
-		check("spec.delivery.lockDuration", "group.share.max.record.lock.duration.ms", d.LockDuration.Milliseconds(), bounds.RecordLockDurationMs, "ms")
-	}
-	if d.MaxDeliveryAttempts != nil {
-		check("spec.delivery.maxDeliveryAttempts", "group.share.max.delivery.count.limit", int64(*d.MaxDeliveryAttempts), bounds.DeliveryCountLimit, "")
-	}
-	return fixBoundNames(out)
-}
-
-// fixBoundNames puts the right min/max config name in each message.
-func fixBoundNames(lines []string) []string {
-	for i, l := range lines {
-		if strings.Contains(l, "minimum (group.share.max.") {
-			lines[i] = strings.Replace(l, "minimum (group.share.max.", "minimum (group.share.min.", 1)
+	for _, v := range controllers.DeliveryBoundViolations(&res.Queue.Spec.Delivery, *bounds) {
+		if v.Above {
+			out = append(out, fmt.Sprintf("%s=%d%s is above the brokers' maximum (%s %d): lower it to %d, set boundsPolicy: Clamp, or raise the broker bound", v.Field, v.Value, v.Unit, v.BrokerConfig, v.Bound, v.Bound))
+		} else {
+			out = append(out, fmt.Sprintf("%s=%d%s is below the brokers' minimum (%s %d): raise it to at least %d or ask for a lower broker bound", v.Field, v.Value, v.Unit, v.BrokerConfig, v.Bound, v.Bound))
 		}
 	}
-	return lines
+	return out
 }

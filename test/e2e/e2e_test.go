@@ -194,7 +194,7 @@ func TestManagerKilledMidReconcileConverges(t *testing.T) {
 	}
 	for k, rc := range cfgs {
 		if e := rc.Configs["share.delivery.count.limit"]; e.Value != "4" || !e.IsOverride() {
-			t.Errorf("%s: share.delivery.count.limit %+v", k, e)
+			t.Errorf("%s: share.delivery.count.limit %+v\n%s", k, e, queueDiagnosis(ctx, c, list.Items, k.Name, logPath))
 		}
 	}
 	var evs eventsv1.EventList
@@ -217,6 +217,38 @@ func TestManagerKilledMidReconcileConverges(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Errorf("manager did not stop within 30s of SIGTERM")
 	}
+}
+
+// queueDiagnosis gathers what explains a queue's state after a failure: its conditions as
+// stored (with generations and transition times, to tell which manager run wrote them), its
+// events, and every manager log line that names it.
+func queueDiagnosis(ctx context.Context, c client.Client, qs []kqv1.ShareQueue, name, logPath string) string {
+	var b strings.Builder
+	for _, q := range qs {
+		if q.Name != name {
+			continue
+		}
+		fmt.Fprintf(&b, "queue %s generation %d status.topicCreated=%v topicCreationStarted=%v\n", q.Name, q.Generation, q.Status.TopicCreated, q.Status.TopicCreationStarted)
+		for _, cond := range q.Status.Conditions {
+			fmt.Fprintf(&b, "  %s=%s %s gen=%d at %s: %s\n", cond.Type, cond.Status, cond.Reason, cond.ObservedGeneration, cond.LastTransitionTime.Format(time.RFC3339Nano), cond.Message)
+		}
+	}
+	var evs eventsv1.EventList
+	if err := c.List(ctx, &evs, client.InNamespace("default")); err == nil {
+		for _, e := range evs.Items {
+			if e.Regarding.Name == name {
+				fmt.Fprintf(&b, "  event %s %s at %s: %s\n", e.Type, e.Reason, e.EventTime.Format(time.RFC3339Nano), e.Note)
+			}
+		}
+	}
+	if data, err := os.ReadFile(logPath); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.Contains(line, `"`+name+`"`) {
+				fmt.Fprintf(&b, "  log: %s\n", tail(line, 600))
+			}
+		}
+	}
+	return b.String()
 }
 
 func names(qs []kqv1.ShareQueue) []string {

@@ -1,0 +1,195 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+)
+
+// The reconcile skeleton shared by KafkaCluster, ShareQueue and DeadLetterRoute (cluster-api's
+// scope and deferred patch, Flux's typed outcomes and summarize step):
+//
+//	s := newScope(obj, conds, statusEqual)          // snapshot of the object as read
+//	defer func() { res, err = s.summarize(ctx, c, recorder, onWait, err) }()
+//	return s.run(ctx, steps...)                      // each step a named method
+//
+// A step returns nil (go on), errDone (stop: nothing more to do this pass), a waiting or
+// stalled outcome (stop, and report it), or any other error (stop, report nothing, retry
+// with backoff). The last step of a full pass is the kind's status step (a pure function of
+// what was observed and applied) which sets the Ready verdict on the scope. summarize then,
+// once per reconcile: sets Ready/Reconciling/Stalled together, records a Warning event when
+// Ready's reason changes to a new failure, patches status when it changed, and picks the
+// requeue.
+
+// errDone ends a reconcile's step list early with nothing left to do (paused, finalized, or
+// an outcome already set on the scope).
+var errDone = errors.New("done")
+
+// waitError is a "waiting" outcome: the object waits on something outside it (its cluster
+// missing or not connected, Kafka unavailable, another resource's change). Ready becomes
+// False (or what the kind's onWait decides); Reconciling is True, Stalled False.
+type waitError struct {
+	Reason, Message string
+	// After is when to look again; 0 leaves it to a watch (or to Cause's backoff).
+	After time.Duration
+	// Cause, when set, is returned to controller-runtime after status is written, so the
+	// retry backs off exponentially.
+	Cause error
+}
+
+func (e *waitError) Error() string { return e.Reason + ": " + e.Message }
+
+// waiting is a waitError without requeue or cause.
+func waiting(reason, msg string) *waitError { return &waitError{Reason: reason, Message: msg} }
+
+// stallError is a "stalled" outcome: the user must change the spec or the cluster. Ready is
+// False, Stalled True, Reconciling False.
+type stallError struct {
+	Reason, Message string
+	// After, when set, re-checks anyway (a Secret may appear without an event we watch).
+	After time.Duration
+}
+
+func (e *stallError) Error() string { return e.Reason + ": " + e.Message }
+
+// step is one named part of a reconcile.
+type step struct {
+	name string
+	run  func(context.Context) error
+}
+
+// scope is one reconcile of one object: the object (its status is built in place), the
+// snapshot its status patch is computed against, and the outcome summarize reports.
+type scope struct {
+	obj      client.Object
+	original client.Object
+	conds    *[]metav1.Condition
+	gen      int64
+	// statusEqual compares two objects' statuses (equality.Semantic on the kind's Status).
+	statusEqual func(a, b client.Object) bool
+
+	// ready is the Ready verdict the status step set; nil leaves Ready, Reconciling and
+	// Stalled as they are (a paused object sets only Reconciling).
+	ready   *condInput
+	stalled bool
+	// requeueAfter is the timed requeue of a successful pass (0: none).
+	requeueAfter time.Duration
+	// err is a transient failure found after status was decided (a retriable Kafka error
+	// while applying): status is written, then it is returned so the retry backs off.
+	err error
+	// warned are the Warning reasons already recorded in this reconcile (by an action), so
+	// summarize does not record the same reason twice.
+	warned map[string]bool
+}
+
+func newScope(obj client.Object, conds *[]metav1.Condition, statusEqual func(a, b client.Object) bool) *scope {
+	s := &scope{obj: obj, conds: conds, gen: obj.GetGeneration(), statusEqual: statusEqual, warned: map[string]bool{}}
+	s.snapshot()
+	return s
+}
+
+// snapshot makes the object as it is now the base of the status patch (after a write that
+// returned the object from the server: the finalizer, the creation-intent record).
+func (s *scope) snapshot() { s.original = s.obj.DeepCopyObject().(client.Object) }
+
+// setReady records the Ready verdict for summarize.
+func (s *scope) setReady(ready condInput, stalled bool) {
+	s.ready, s.stalled = &ready, stalled
+}
+
+// run runs the steps in order until one stops.
+func (s *scope) run(ctx context.Context, steps ...step) error {
+	for _, st := range steps {
+		if err := st.run(ctx); err != nil {
+			if errors.Is(err, errDone) {
+				return nil
+			}
+			var w *waitError
+			var sl *stallError
+			if errors.As(err, &w) || errors.As(err, &sl) {
+				return err
+			}
+			return fmt.Errorf("%s: %w", st.name, err)
+		}
+	}
+	return nil
+}
+
+// quietReasons are Ready reasons that are not failures: no Warning event.
+var quietReasons = map[string]bool{
+	kqv1.ReasonPlanned: true, kqv1.ReasonObserveOnly: true, kqv1.ReasonProgressing: true,
+	kqv1.ReasonShareStateReassigning: true, kqv1.ReasonPaused: true,
+}
+
+// summarize is the one deferred step of every reconcile. err is what the steps returned;
+// onWait sets the kind's own conditions for a waiting outcome and returns its Ready.
+func (s *scope) summarize(ctx context.Context, c client.Client, rec events.EventRecorder, onWait func(*waitError) condInput, err error) (ctrl.Result, error) {
+	var w *waitError
+	var sl *stallError
+	switch {
+	case errors.As(err, &w):
+		s.setReady(onWait(w), false)
+		s.requeueAfter, err = w.After, w.Cause
+	case errors.As(err, &sl):
+		s.setReady(condInput{metav1.ConditionFalse, sl.Reason, sl.Message}, true)
+		s.requeueAfter, err = sl.After, nil
+	case err != nil:
+		// A failure before anything could be decided (an apiserver read): nothing is
+		// reported, the retry backs off.
+		return ctrl.Result{}, err
+	}
+	if r := s.ready; r != nil {
+		prev := findCondition(*s.conds, kqv1.ConditionReady)
+		if r.Status != metav1.ConditionTrue && (prev == nil || prev.Reason != r.Reason) && !quietReasons[r.Reason] && !s.warned[r.Reason] {
+			// Every new failure reason gets one Warning event (not one per reconcile).
+			emitEvent(rec, s.obj, corev1.EventTypeWarning, r.Reason, "Reconcile", r.Message)
+		}
+		setKstatus(s.conds, *r, s.stalled, s.gen)
+	}
+	var perr error
+	if !s.statusEqual(s.original, s.obj) {
+		perr = client.IgnoreNotFound(c.Status().Patch(ctx, s.obj, client.MergeFrom(s.original)))
+	}
+	if err := errors.Join(err, s.err, perr); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: s.requeueAfter}, nil
+}
+
+// warn records a Warning event for an action's failure and remembers its reason, so the
+// summary does not repeat it.
+func (s *scope) warn(rec events.EventRecorder, reason, action, msg string) {
+	s.warned[reason] = true
+	emitEvent(rec, s.obj, corev1.EventTypeWarning, reason, action, msg)
+}
+
+// pausedStatus reports an object whose kafkaqueues.io/reconcile annotation is Paused or not a
+// known mode: nothing is read or written, Reconciling says why, Ready keeps its last verdict.
+// Pure.
+func pausedStatus(conds *[]metav1.Condition, mode, annotation string, gen int64) {
+	in := condInput{metav1.ConditionFalse, kqv1.ReasonPaused, "annotation kafkaqueues.io/reconcile=Paused: nothing is read or written"}
+	if mode == reconcileInvalid {
+		in = condInput{metav1.ConditionFalse, kqv1.ReasonInvalidReconcileMode, fmt.Sprintf("annotation kafkaqueues.io/reconcile=%q is not one of Active, Paused, ObserveOnly, Plan; nothing is read or written until it is fixed", annotation)}
+	}
+	setCondition(conds, kqv1.ConditionReconciling, in, gen)
+}
+
+// markNotEvaluated sets each of types to Unknown when it was last evaluated at another
+// generation, so a condition never repeats an older generation's verdict. Pure.
+func markNotEvaluated(conds *[]metav1.Condition, gen int64, reason, msg string, types ...string) {
+	unknown := condInput{metav1.ConditionUnknown, reason, "not evaluated: " + msg}
+	for _, typ := range types {
+		if c := findCondition(*conds, typ); c != nil && c.ObservedGeneration != gen {
+			setCondition(conds, typ, unknown, gen)
+		}
+	}
+}

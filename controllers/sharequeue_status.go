@@ -1,0 +1,186 @@
+package controllers
+
+import (
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+)
+
+// The ShareQueue status step: pure functions of what the reconcile observed, planned and
+// applied. They set conditions and status fields on the status they are given and return
+// the Ready verdict plus the side effects (events, metrics) for the controller to perform;
+// no client, context or clock (meta.SetStatusCondition stamps LastTransitionTime).
+
+// stallingReasons need a change from the user; other False reasons are waits.
+var stallingReasons = map[string]bool{
+	kqv1.ReasonOutOfBrokerBounds: true, kqv1.ReasonUnsupportedByCluster: true, kqv1.ReasonKafkaRejected: true,
+	kqv1.ReasonTopicExists: true, kqv1.ReasonTopicIDChanged: true, kqv1.ReasonPartitionCountMismatch: true,
+	kqv1.ReasonReplicationFactorMismatch: true, kqv1.ReasonConflict: true, kqv1.ReasonDeletionProtected: true,
+}
+
+// queueReport is what the status step decided besides the status itself.
+type queueReport struct {
+	Ready   condInput
+	Stalled bool
+	// DriftDetected is the message of a new DriftDetected Warning event ("" for none).
+	DriftDetected string
+	// DriftCorrected is the message of a DriftCorrected Normal event ("" for none);
+	// CorrectedTopic and CorrectedGroup say which kinds of drift were written back.
+	DriftCorrected                 string
+	CorrectedTopic, CorrectedGroup bool
+	// Rejections are the group configs newly refused as out of the brokers' bounds.
+	Rejections []string
+}
+
+// queueStatus writes the plan's and the apply's outcome into st (one full pass at generation
+// gen in reconcile mode mode) and decides Ready.
+func queueStatus(st *kqv1.ShareQueueStatus, gen int64, mode string, plan *queuePlan, res applyResult, group *kqv1.QueueGroupStatus) queueReport {
+	var rep queueReport
+	active := mode == kqv1.ReconcileActive
+	switch {
+	case res.topicCreated:
+		st.TopicID, st.TopicCreated, st.TopicCreationStarted = res.topicID, true, nil
+	case plan.AdoptCreated && active:
+		st.TopicID, st.TopicCreated, st.TopicCreationStarted = res.topicID, true, nil
+	case !plan.Blocked && st.TopicID == "" && res.topicID != "" && active:
+		st.TopicID = res.topicID // adopted and pinned: a topic recreated outside the operator is detected, not adopted
+	}
+	if res.createRefused {
+		st.TopicCreationStarted = nil
+	}
+	if active && !plan.Blocked && res.topicErr == nil && res.transient == nil {
+		st.ManagedTopicConfigs = plan.ManagedTopicConfigs
+	}
+	st.Partitions, st.ReplicationFactor = res.partitions, res.rf
+	st.Group = group
+
+	topicCond, groupCond, validCond := plan.TopicReady, plan.GroupConfig, plan.ConfigValid
+	effective := plan.Effective
+	if !active {
+		effective = plan.EffectiveNow
+	}
+	if res.topicErr != nil {
+		topicCond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, "the brokers refused spec.topic (name, partitions, replicationFactor, config): " + res.topicErr.Error()}
+		if plan.CreateTopic != nil {
+			st.Partitions = 0
+		}
+	}
+	if res.groupErr != nil {
+		groupCond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, "the brokers refused spec.delivery (" + changesOf(plan.GroupConfigs, "group "+plan.GroupID) + "): " + res.groupErr.Error()}
+		if kafka.IsInvalidConfig(res.groupErr) {
+			validCond = groupCond
+		}
+		effective = plan.EffectiveNow
+	}
+	if res.transient != nil {
+		if plan.CreateTopic != nil && res.topicID == "" {
+			topicCond = condInput{metav1.ConditionUnknown, kqv1.ReasonKafkaUnavailable, res.transient.Error()}
+		}
+		if len(plan.GroupConfigs) > 0 {
+			groupCond = condInput{metav1.ConditionUnknown, kqv1.ReasonKafkaUnavailable, res.transient.Error()}
+			effective = plan.EffectiveNow
+		}
+	}
+	st.Effective = &effective
+	st.Capacity = capacityOf(st.Partitions, effective.MaxInFlightPerPartition, plan.Bounds)
+
+	prevReady := findCondition(st.Conditions, kqv1.ConditionReady)
+	applied := res.topicErr == nil && res.groupErr == nil && res.transient == nil
+	rep.DriftDetected, rep.DriftCorrected = driftStatus(&st.Conditions, gen, mode, plan, applied)
+	if rep.DriftCorrected != "" {
+		rep.CorrectedTopic = len(plan.TopicConfigs) > 0 || plan.GrowPartitionsTo > 0 || plan.CreateTopic != nil
+		rep.CorrectedGroup = len(plan.GroupConfigs) > 0
+	}
+	if active && (prevReady == nil || prevReady.Reason != kqv1.ReasonOutOfBrokerBounds || prevReady.ObservedGeneration != gen) {
+		rep.Rejections = plan.Rejected
+	}
+
+	setCondition(&st.Conditions, kqv1.ConditionTopicReady, topicCond, gen)
+	setCondition(&st.Conditions, kqv1.ConditionGroupConfigured, groupCond, gen)
+	setCondition(&st.Conditions, kqv1.ConditionConfigValid, validCond, gen)
+	rep.Ready = queueReady(topicCond, groupCond, validCond, mode, st)
+	rep.Stalled = stallingReasons[rep.Ready.Reason]
+	return rep
+}
+
+// driftStatus sets DriftDetected. Report leaves drift and says so (a Warning when the message
+// is new); Enforce corrects it: a non-empty plan, applied without error, on a queue that was
+// already Ready at this generation is drift, not a spec change. It returns the messages of
+// the DriftDetected and DriftCorrected events to record ("" for none).
+func driftStatus(conds *[]metav1.Condition, gen int64, mode string, plan *queuePlan, applied bool) (detected, corrected string) {
+	prevReady := findCondition(*conds, kqv1.ConditionReady)
+	wasSettled := prevReady != nil && prevReady.Status == metav1.ConditionTrue && prevReady.ObservedGeneration == gen
+	prevDrift := findCondition(*conds, kqv1.ConditionDriftDetected)
+	switch {
+	case len(plan.Drift) > 0:
+		msg := "driftPolicy Report, not corrected: " + strings.Join(plan.Drift, "; ")
+		if prevDrift == nil || prevDrift.Message != msg {
+			detected = msg
+		}
+		setCondition(conds, kqv1.ConditionDriftDetected, condInput{metav1.ConditionTrue, kqv1.ReasonDriftDetected, msg}, gen)
+	case mode == kqv1.ReconcileActive && wasSettled && !plan.Empty() && applied:
+		corrected = "corrected drift: " + strings.Join(plan.Changes(), "; ")
+		setCondition(conds, kqv1.ConditionDriftDetected, condInput{metav1.ConditionFalse, kqv1.ReasonDriftCorrected, corrected}, gen)
+	case prevDrift == nil || prevDrift.Reason == kqv1.ReasonDriftDetected:
+		setCondition(conds, kqv1.ConditionDriftDetected, condInput{metav1.ConditionFalse, kqv1.ReasonNoDrift, "live configs match the spec"}, gen)
+	}
+	return detected, corrected
+}
+
+// queueReady is Ready's precedence: the topic first, then share groups being off, then
+// ConfigValid, then GroupConfigured. In Plan and ObserveOnly, pending changes make Ready
+// False with reason Planned or ObserveOnly.
+func queueReady(topic, group, valid condInput, mode string, st *kqv1.ShareQueueStatus) condInput {
+	if mode != kqv1.ReconcileActive && len(st.PlannedChanges) > 0 {
+		reason := kqv1.ReasonPlanned
+		if mode == kqv1.ReconcileObserveOnly {
+			reason = kqv1.ReasonObserveOnly
+		}
+		return condInput{metav1.ConditionFalse, reason, fmt.Sprintf("annotation kafkaqueues.io/reconcile=%s: %d change(s) computed in status.plannedChanges, none applied", mode, len(st.PlannedChanges))}
+	}
+	switch {
+	case topic.Status != metav1.ConditionTrue:
+		return condInput{metav1.ConditionFalse, topic.Reason, topic.Message}
+	case group.Reason == kqv1.ReasonShareGroupsDisabled:
+		return condInput{metav1.ConditionFalse, group.Reason, group.Message}
+	case valid.Status != metav1.ConditionTrue:
+		return condInput{metav1.ConditionFalse, valid.Reason, valid.Message}
+	case group.Status != metav1.ConditionTrue:
+		return condInput{metav1.ConditionFalse, group.Reason, group.Message}
+	}
+	return condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("topic %s (%d partitions) and share group %s are configured", st.TopicName, st.Partitions, st.GroupID)}
+}
+
+// queueWaited reports a queue held back by something outside it (cluster missing or not
+// connected, Kafka unavailable): TopicReady says why (Unknown when Kafka could not be read),
+// and GroupConfigured and ConfigValid, when last evaluated at another generation, become
+// Unknown instead of repeating that generation's verdict. It returns Ready.
+func queueWaited(conds *[]metav1.Condition, gen int64, reason, msg string) condInput {
+	in := condInput{metav1.ConditionFalse, reason, msg}
+	if reason == kqv1.ReasonKafkaUnavailable {
+		in.Status = metav1.ConditionUnknown
+	}
+	setCondition(conds, kqv1.ConditionTopicReady, in, gen)
+	markNotEvaluated(conds, gen, reason, msg, kqv1.ConditionGroupConfigured, kqv1.ConditionConfigValid)
+	return condInput{metav1.ConditionFalse, reason, msg}
+}
+
+// conflictStatus sets Conflict: True with msg (another resource owns the topic or group; the
+// topic and group conditions say so, and nothing is planned) or False when msg is empty.
+func conflictStatus(st *kqv1.ShareQueueStatus, msg string, gen int64) {
+	if msg == "" {
+		setCondition(&st.Conditions, kqv1.ConditionConflict, condInput{metav1.ConditionFalse, kqv1.ReasonNoConflict,
+			fmt.Sprintf("this ShareQueue owns topic %s and group %s", st.TopicName, st.GroupID)}, gen)
+		return
+	}
+	in := condInput{metav1.ConditionTrue, kqv1.ReasonConflict, msg}
+	setCondition(&st.Conditions, kqv1.ConditionConflict, in, gen)
+	in.Status = metav1.ConditionFalse
+	setCondition(&st.Conditions, kqv1.ConditionTopicReady, in, gen)
+	setCondition(&st.Conditions, kqv1.ConditionGroupConfigured, in, gen)
+	st.PlannedChanges = nil
+}
