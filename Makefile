@@ -5,7 +5,7 @@ SHELL := /usr/bin/env bash -o pipefail
 
 KAFKA_VERSION ?= 4.4.0
 GO_TEST_FLAGS ?= -p 1 -count=1 -timeout 45m
-IMG ?= ghcr.io/kafkaqueues/kafka-queue-operator:0.1.0
+IMG ?= ghcr.io/kafkaqueues/kafka-queue-operator:0.2.0
 CONTROLLER_GEN := go tool controller-gen
 
 .PHONY: help

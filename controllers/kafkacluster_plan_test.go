@@ -9,7 +9,6 @@ import (
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
-	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 func probeOf(brokers int, shareVersion int16, supportedMax int16, cfg kafka.BrokerConfigs, state *kafka.Topic) clusterProbe {
@@ -30,7 +29,7 @@ func probeOf(brokers int, shareVersion int16, supportedMax int16, cfg kafka.Brok
 	if state != nil {
 		pr.StateTopic = *state
 	} else {
-		pr.StateTopic = kafka.Topic{Err: &kafka.Error{Op: "Metadata", Err: kerr.UnknownTopicOrPartition}}
+		pr.StateTopic = kafka.Topic{Err: &kafka.Error{Op: "Metadata", Err: kafka.ErrUnknownTopicOrPartition}}
 	}
 	return pr
 }

@@ -6,9 +6,11 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
@@ -74,6 +76,13 @@ type PodReconciler struct {
 	// Client reads Pods, ShareQueues and DeadLetterRoutes (the manager's cache).
 	Client   client.Client
 	Recorder events.EventRecorder
+	// APIReader reads, uncached and only when a Pod is about to be reported, the webhook's
+	// MutatingWebhookConfiguration and the Pod's Namespace, to tell a Pod the webhook can
+	// never see (its namespaceSelector or objectSelector excludes it) from one admitted while
+	// the webhook was down. Nil, or WebhookConfigName empty, skips that check.
+	APIReader client.Reader
+	// WebhookConfigName is the manager's --webhook-config-name (empty: the webhook is off).
+	WebhookConfigName string
 
 	mu       sync.Mutex
 	reported map[types.NamespacedName]types.UID
@@ -94,7 +103,9 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, nil
 	}
 	queue := queueOfPod(&pod)
-	if queue == "" || hasRepublisher(&pod) || r.wasReported(req.NamespacedName, pod.UID) {
+	// A Windows Pod never gets the sidecar (Linux only; the webhook warns at admission).
+	windows := pod.Spec.OS != nil && pod.Spec.OS.Name == corev1.Windows
+	if queue == "" || windows || hasRepublisher(&pod) || r.wasReported(req.NamespacedName, pod.UID) {
 		return ctrl.Result{}, nil
 	}
 	var sq kqv1.ShareQueue
@@ -110,12 +121,56 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, nil
 	}
 	podsWithoutRepublisher.WithLabelValues(pod.Namespace).Inc()
+	why := "The webhook was unavailable, or the route was not yet active, when the Pod was created: recreate the Pod (delete it, or restart its workload) to have the sidecar injected; " +
+		"if it comes back without one, the webhook's admission warning says why"
+	if excluded := r.outOfWebhookScope(ctx, &pod); excluded != "" {
+		why = excluded
+	}
 	emitRelatedEvent(r.Recorder, &sq, &pod, corev1.EventTypeWarning, ReasonPodWithoutRepublisher, "InjectRepublisher",
-		fmt.Sprintf("Pod %s runs without the %s sidecar although DeadLetterRoute %s is active in Republisher mode, so it has no local receive/ack API and nothing writes its dead records. "+
-			"The webhook was unavailable, or the route was not yet active, when the Pod was created: recreate the Pod (delete it, or restart its workload) to have the sidecar injected; "+
-			"if it comes back without one, the webhook's admission warning says why",
-			pod.Name, webhook.ContainerName, route.Name))
+		fmt.Sprintf("Pod %s runs without the %s sidecar although DeadLetterRoute %s is active in Republisher mode, so it has no local receive/ack API and nothing writes its dead records. %s",
+			pod.Name, webhook.ContainerName, route.Name, why))
 	return ctrl.Result{}, nil
+}
+
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
+
+// outOfWebhookScope says why the webhook never sees pod — its configuration's namespaceSelector
+// or objectSelector excludes it (for example the operator's own namespace, which the Helm
+// chart always excludes) — or "" when it would see it, or when that cannot be read.
+func (r *PodReconciler) outOfWebhookScope(ctx context.Context, pod *corev1.Pod) string {
+	if r.APIReader == nil || r.WebhookConfigName == "" {
+		return ""
+	}
+	var cfg admissionregistrationv1.MutatingWebhookConfiguration
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Name: r.WebhookConfigName}, &cfg); err != nil {
+		return ""
+	}
+	var ns corev1.Namespace
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Name: pod.Namespace}, &ns); err != nil {
+		return ""
+	}
+	for _, wh := range cfg.Webhooks {
+		if why := selectorExcludes(wh.NamespaceSelector, ns.Labels); why != "" {
+			return fmt.Sprintf("Recreating it will not help: the webhook (MutatingWebhookConfiguration %s) never sees Pods of namespace %s, which its namespaceSelector %s; run the application, its ShareQueue, route and KafkaCluster in a namespace the webhook serves", cfg.Name, pod.Namespace, why)
+		}
+		if why := selectorExcludes(wh.ObjectSelector, pod.Labels); why != "" {
+			return fmt.Sprintf("Recreating it will not help: the webhook (MutatingWebhookConfiguration %s) never sees this Pod, which its objectSelector %s", cfg.Name, why)
+		}
+	}
+	return ""
+}
+
+// selectorExcludes says how sel refuses a set of labels ("" when it matches, or is absent or
+// invalid).
+func selectorExcludes(sel *metav1.LabelSelector, set map[string]string) string {
+	if sel == nil {
+		return ""
+	}
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil || s.Matches(labels.Set(set)) {
+		return ""
+	}
+	return fmt.Sprintf("(%s) excludes", s.String())
 }
 
 // activeRepublisherRoute returns the route owning queue in ns (kqv1.OwningRoute) when it runs

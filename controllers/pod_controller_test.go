@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -130,6 +131,12 @@ func TestPodWithoutRepublisherIsReportedOnce(t *testing.T) {
 	unlabelled := pod("unlabelled", map[string]string{"app": "x"}, map[string]string{kqv1.QueueAnnotation: "orders"}, nil)
 	pod("long-name", label(""), map[string]string{kqv1.QueueAnnotation: "orders"}, nil)
 	pod("native", label("natives"), nil, nil)
+	// A Windows Pod is admitted without the sidecar on purpose (Linux only): not reported.
+	win := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "windows", Labels: label("orders")},
+		Spec: corev1.PodSpec{OS: &corev1.PodOS{Name: corev1.Windows}, Containers: app}}
+	if err := c.Create(ctx, win); err != nil {
+		t.Fatal(err)
+	}
 	pod("early", label("later"), nil, nil)
 	finished := pod("finished", label("later"), nil, nil)
 	finished.Status.Phase = corev1.PodSucceeded
@@ -242,4 +249,54 @@ func eventPods[V any](m map[string]V) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// Regression: a Pod in a namespace the webhook never sees (the chart always excludes the
+// operator's own) was reported as if the webhook had been down, advising a recreate that can
+// never help. The configuration and Namespace are read from a real apiserver.
+func TestPodOutsideTheWebhookScopeIsSaidSo(t *testing.T) {
+	rig.SkipWithoutRig(t, "a kube-apiserver")
+	env, cfg, err := rig.StartBareAPIServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = env.Stop() }()
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t)
+	for _, n := range []string{"kqo-system", "apps"} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	none, ignore := admissionregistrationv1.SideEffectClassNone, admissionregistrationv1.Ignore
+	url := "https://127.0.0.1:1/mutate-v1-pod"
+	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "kqo-republisher"},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name: "republisher.kafkaqueues.io", AdmissionReviewVersions: []string{"v1"}, SideEffects: &none, FailurePolicy: &ignore,
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url},
+			NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system", "kqo-system"}}}},
+			ObjectSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: kqv1.QueueLabel, Operator: metav1.LabelSelectorOpExists}}},
+		}}}
+	if err := c.Create(ctx, mwc); err != nil {
+		t.Fatal(err)
+	}
+	r := &PodReconciler{APIReader: c, WebhookConfigName: mwc.Name}
+	inOwn := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kqo-system", Name: "app", Labels: map[string]string{kqv1.QueueLabel: "orders"}}}
+	if got := r.outOfWebhookScope(ctx, inOwn); !strings.Contains(got, "never sees Pods of namespace kqo-system") || !strings.Contains(got, "kqo-republisher") {
+		t.Errorf("a Pod in an excluded namespace: %q", got)
+	}
+	inApps := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app", Labels: map[string]string{kqv1.QueueLabel: "orders"}}}
+	if got := r.outOfWebhookScope(ctx, inApps); got != "" {
+		t.Errorf("a Pod the webhook sees was said to be out of its scope: %q", got)
+	}
+	if got := (&PodReconciler{APIReader: c}).outOfWebhookScope(ctx, inOwn); got != "" {
+		t.Errorf("with the webhook off nothing can be said, got %q", got)
+	}
 }

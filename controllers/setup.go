@@ -29,13 +29,17 @@ type Options struct {
 	// KafkaBatching coalesces the Kafka admin calls of concurrent reconciles on one cluster
 	// into shared requests (see kafka.Batching). Off, every reconcile sends its own requests.
 	KafkaBatching kafka.Batching
+	// WebhookConfigName names the republisher webhook's MutatingWebhookConfiguration (the
+	// manager's --webhook-config-name when the webhook is on; empty when it is off), so a Pod
+	// reported without its sidecar can be told apart from one the webhook never sees.
+	WebhookConfigName string
 }
 
 // SetupAll registers every reconciler with the manager, sharing one Kafka client pool (one
 // long-lived client per KafkaCluster).
 func SetupAll(mgr ctrl.Manager, pool *kafka.Pool, opts Options) error {
 	pool.SetObserver(observeKafka)
-	pool.AddHooks(brokerRequestHook{})
+	pool.ObserveBrokerWrites(countBrokerRequest)
 	pool.SetBatching(opts.KafkaBatching)
 	recorder := mgr.GetEventRecorder("kafka-queue-operator")
 	if err := (&KafkaClusterReconciler{
@@ -62,5 +66,5 @@ func SetupAll(mgr ctrl.Manager, pool *kafka.Pool, opts Options) error {
 	}
 	// Pods admitted without their republisher sidecar (the webhook fails open). The manager's
 	// cache should hold only labelled Pods: build it with CacheByObject.
-	return (&PodReconciler{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr)
+	return (&PodReconciler{Client: mgr.GetClient(), Recorder: recorder, APIReader: mgr.GetAPIReader(), WebhookConfigName: opts.WebhookConfigName}).SetupWithManager(mgr)
 }

@@ -12,8 +12,6 @@ import (
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // bounds43 are the Kafka 4.3/4.4 broker defaults and KIP-1240 bounds.
@@ -45,7 +43,7 @@ func bounds42() *kqv1.ShareBounds {
 // defaultGroupConfigs is what DescribeConfigs on a GROUP returns before any override (4.3+).
 func defaultGroupConfigs() map[string]kafka.ConfigEntry {
 	d := func(v string) kafka.ConfigEntry {
-		return kafka.ConfigEntry{Value: v, Source: kmsg.ConfigSourceDefaultConfig}
+		return kafka.ConfigEntry{Value: v, Source: kafka.ConfigSourceDefault}
 	}
 	return map[string]kafka.ConfigEntry{
 		"share.record.lock.duration.ms":    d("30000"),
@@ -60,11 +58,11 @@ func defaultGroupConfigs() map[string]kafka.ConfigEntry {
 }
 
 func override(v string) kafka.ConfigEntry {
-	return kafka.ConfigEntry{Value: v, Source: kmsg.ConfigSourceGroupConfig}
+	return kafka.ConfigEntry{Value: v, Source: kafka.ConfigSourceGroup}
 }
 
 func topicOverride(v string) kafka.ConfigEntry {
-	return kafka.ConfigEntry{Value: v, Source: kmsg.ConfigSourceDynamicTopicConfig}
+	return kafka.ConfigEntry{Value: v, Source: kafka.ConfigSourceDynamicTopic}
 }
 
 func queue(mut func(*kqv1.ShareQueue)) *kqv1.ShareQueue {
@@ -88,7 +86,7 @@ func liveTopic(partitions, rf int32, id string) kafka.Topic {
 }
 
 func missingTopic() kafka.Topic {
-	return kafka.Topic{Name: "q", Err: &kafka.Error{Op: "Metadata", Err: kerr.UnknownTopicOrPartition}}
+	return kafka.Topic{Name: "q", Err: &kafka.Error{Op: "Metadata", Err: kafka.ErrUnknownTopicOrPartition}}
 }
 
 func obsWith(topic kafka.Topic, topicCfg map[string]kafka.ConfigEntry, group map[string]kafka.ConfigEntry, bounds *kqv1.ShareBounds) queueObservation {
@@ -151,7 +149,7 @@ func TestPlanTopicDecisions(t *testing.T) {
 		}), topic: liveTopic(3, 1, "A"), cfg: map[string]kafka.ConfigEntry{"retention.ms": topicOverride("86400000"), "cleanup.policy": topicOverride("compact,delete")}, wantReason: kqv1.ReasonReady},
 		{name: "declared value equal to the broker default writes nothing", sq: queue(func(sq *kqv1.ShareQueue) {
 			sq.Spec.Topic.Config = kqv1.TopicConfigs{"cleanup.policy": "delete"}
-		}), topic: liveTopic(3, 1, "A"), cfg: map[string]kafka.ConfigEntry{"cleanup.policy": {Value: "delete", Source: kmsg.ConfigSourceDefaultConfig}}, wantReason: kqv1.ReasonReady},
+		}), topic: liveTopic(3, 1, "A"), cfg: map[string]kafka.ConfigEntry{"cleanup.policy": {Value: "delete", Source: kafka.ConfigSourceDefault}}, wantReason: kqv1.ReasonReady},
 		{name: "adopted topic keeps overrides it did not set", sq: queue(func(sq *kqv1.ShareQueue) {
 			sq.Spec.Topic.Config = kqv1.TopicConfigs{"retention.ms": "1000"}
 		}), topic: liveTopic(3, 1, "A"), cfg: map[string]kafka.ConfigEntry{
@@ -170,7 +168,7 @@ func TestPlanTopicDecisions(t *testing.T) {
 			sq.Status.ManagedTopicConfigs = []string{"max.message.bytes", "retention.ms"}
 		}), topic: liveTopic(3, 1, "A"), cfg: map[string]kafka.ConfigEntry{
 			"retention.ms": topicOverride("2000"), "max.message.bytes": topicOverride("100"),
-			"leader.replication.throttled.replicas": topicOverride("0:1"), "segment.ms": {Value: "1", Source: kmsg.ConfigSourceDefaultConfig},
+			"leader.replication.throttled.replicas": topicOverride("0:1"), "segment.ms": {Value: "1", Source: kafka.ConfigSourceDefault},
 			"cleanup.policy": topicOverride("compact"),
 		}, wantReason: kqv1.ReasonReady, wantAlter: []kafka.AlterConfig{
 			{Name: "retention.ms", Op: kafka.OpSet, Value: "1000"}, {Name: "max.message.bytes", Op: kafka.OpDelete},
@@ -311,7 +309,7 @@ func TestPlanGroupDrift(t *testing.T) {
 	// A queue whose spec matches the live overrides plans nothing at all.
 	group["share.record.lock.duration.ms"] = override("25000")
 	delete(group, "share.isolation.level")
-	group["share.isolation.level"] = kafka.ConfigEntry{Value: "read_uncommitted", Source: kmsg.ConfigSourceDefaultConfig}
+	group["share.isolation.level"] = kafka.ConfigEntry{Value: "read_uncommitted", Source: kafka.ConfigSourceDefault}
 	if p := planQueue(spec(kqv1.DriftPolicyEnforce), obsWith(liveTopic(3, 1, "A"), nil, group, bounds43())); !p.Empty() {
 		t.Errorf("in-sync plan not empty: %v", p.Changes())
 	}
@@ -442,7 +440,7 @@ func TestPlanDriftIgnoreList(t *testing.T) {
 	}
 	// An ignored key that is not set yet is still written once.
 	delete(group, "share.record.lock.duration.ms")
-	group["share.record.lock.duration.ms"] = kafka.ConfigEntry{Value: "30000", Source: kmsg.ConfigSourceDefaultConfig}
+	group["share.record.lock.duration.ms"] = kafka.ConfigEntry{Value: "30000", Source: kafka.ConfigSourceDefault}
 	p = planQueue(sq, obsWith(liveTopic(3, 1, "A"), topicCfg, group, bounds43()))
 	want := []kafka.AlterConfig{{Name: "share.record.lock.duration.ms", Op: kafka.OpSet, Value: "25000"}}
 	if d := cmp.Diff(want, p.GroupConfigs); d != "" {

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -123,7 +122,7 @@ func TestQueueStatusAfterApply(t *testing.T) {
 			Effective: kqv1.EffectiveDelivery{MaxDeliveryAttempts: after}, EffectiveNow: kqv1.EffectiveDelivery{MaxDeliveryAttempts: now},
 			ManagedTopicConfigs: []string{"retention.ms"}}
 	}
-	invalid := &kafka.Error{Op: "IncrementalAlterConfigs", Err: kerr.InvalidConfig}
+	invalid := &kafka.Error{Op: "IncrementalAlterConfigs", Err: kafka.ErrInvalidConfig}
 	cases := []struct {
 		name                  string
 		mode                  string

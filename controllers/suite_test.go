@@ -87,7 +87,7 @@ func newTestRig() (*testRig, error) {
 		return nil, err
 	}
 	counter := &kafka.RequestCounter{}
-	pool := kafka.NewPool(counter)
+	pool := kafka.NewPool(counter.Observe)
 	if err := SetupAll(mgr, pool, Options{ProbeInterval: 5 * time.Second, ResyncInterval: time.Hour, KafkaTimeout: 10 * time.Second, FinalizerTimeout: 20 * time.Second,
 		QueueConcurrency: 64, KafkaBatching: kafka.Batching{Enabled: true, Linger: 100 * time.Millisecond}}); err != nil {
 		return nil, err

@@ -42,7 +42,7 @@ const (
 )
 
 // SASLMechanism is a Kafka SASL mechanism name.
-// +kubebuilder:validation:Enum=PLAIN;SCRAM-SHA-256;SCRAM-SHA-512
+// +kubebuilder:validation:Enum=PLAIN;SCRAM-SHA-256;SCRAM-SHA-512;OAUTHBEARER;AWS_MSK_IAM
 type SASLMechanism string
 
 // SASL mechanisms the operator speaks.
@@ -50,33 +50,236 @@ const (
 	SASLMechanismPlain       SASLMechanism = "PLAIN"
 	SASLMechanismScramSHA256 SASLMechanism = "SCRAM-SHA-256"
 	SASLMechanismScramSHA512 SASLMechanism = "SCRAM-SHA-512"
+	// SASLMechanismOAuthBearer is OAUTHBEARER (KIP-255, RFC 7628) with a bearer token.
+	SASLMechanismOAuthBearer SASLMechanism = "OAUTHBEARER"
+	// SASLMechanismAWSMSKIAM is Amazon MSK's IAM access control (SigV4-signed, service
+	// kafka-cluster).
+	SASLMechanismAWSMSKIAM SASLMechanism = "AWS_MSK_IAM"
 )
 
+// Default key names of the Secrets a KafkaCluster references.
+const (
+	DefaultUsernameKey        = "username"
+	DefaultPasswordKey        = "password"
+	DefaultCertKey            = "tls.crt"
+	DefaultKeyKey             = "tls.key"
+	DefaultAccessKeyIDKey     = "accessKeyId"
+	DefaultSecretAccessKeyKey = "secretAccessKey"
+	DefaultSessionTokenKey    = "sessionToken"
+)
+
+// ClientCertificate selects a client certificate and its private key, both PEM, in one Secret.
+type ClientCertificate struct {
+	// secretName names the Secret in the KafkaCluster's namespace, for example a
+	// kubernetes.io/tls Secret, or a Strimzi KafkaUser's Secret (named after the KafkaUser).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	SecretName string `json:"secretName"`
+	// certKey is the key holding the PEM certificate (chain). Default "tls.crt"; a Strimzi
+	// KafkaUser Secret has it as "user.crt". Kafka's ssl.keystore.certificate.chain.
+	// +optional
+	// +kubebuilder:default="tls.crt"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	CertKey string `json:"certKey,omitempty"`
+	// keyKey is the key holding the unencrypted PEM private key. Default "tls.key"; a Strimzi
+	// KafkaUser Secret has it as "user.key". Kafka's ssl.keystore.key.
+	// +optional
+	// +kubebuilder:default="tls.key"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	KeyKey string `json:"keyKey,omitempty"`
+}
+
 // KafkaClusterTLS configures TLS to the brokers.
+// +kubebuilder:validation:XValidation:rule="!(has(self.clientCert) && has(self.clientCertSecretName))",message="set clientCert or the deprecated clientCertSecretName, not both"
 type KafkaClusterTLS struct {
-	// caSecretRef selects a PEM CA bundle used to verify the brokers. Absent: the system roots.
+	// caSecretRef selects a PEM CA bundle used to verify the brokers (Kafka's
+	// ssl.truststore.certificates), for example {name: <cluster>-cluster-ca-cert, key: ca.crt}
+	// for a Strimzi cluster. Absent: the system roots.
 	// +optional
 	CASecretRef *SecretKeyReference `json:"caSecretRef,omitempty"`
-	// clientCertSecretRef names a kubernetes.io/tls Secret (tls.crt, tls.key) presented to the
-	// brokers for mutual TLS.
+	// clientCert selects the client certificate and key presented to the brokers for mutual
+	// TLS (Kafka's ssl.keystore.*). For a Strimzi KafkaUser with authentication type tls:
+	// {secretName: <user>, certKey: user.crt, keyKey: user.key}.
+	// +optional
+	ClientCert *ClientCertificate `json:"clientCert,omitempty"`
+	// clientCertSecretName is deprecated: use clientCert. It names a Secret with the keys
+	// tls.crt and tls.key, the same as clientCert with only secretName set.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	ClientCertSecretName string `json:"clientCertSecretName,omitempty"`
 	// serverName overrides the name checked against the brokers' certificates.
 	// +optional
 	ServerName string `json:"serverName,omitempty"`
 }
 
-// KafkaClusterSASL configures SASL authentication.
-type KafkaClusterSASL struct {
-	// mechanism is the SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
-	// +required
-	Mechanism SASLMechanism `json:"mechanism"`
-	// secretName names a Secret in the same namespace holding the keys "username" and
-	// "password".
+// ClientCertRef is the Secret and keys of the client certificate: clientCert, or the
+// deprecated clientCertSecretName with tls.crt and tls.key. An empty name: no client
+// certificate.
+func (t *KafkaClusterTLS) ClientCertRef() (secretName, certKey, keyKey string) {
+	switch {
+	case t == nil:
+		return "", "", ""
+	case t.ClientCert != nil:
+		return t.ClientCert.SecretName, orDefault(t.ClientCert.CertKey, DefaultCertKey), orDefault(t.ClientCert.KeyKey, DefaultKeyKey)
+	case t.ClientCertSecretName != "":
+		return t.ClientCertSecretName, DefaultCertKey, DefaultKeyKey
+	}
+	return "", "", ""
+}
+
+// OAuthBearer says where OAUTHBEARER tokens come from: exactly one of tokenSecretRef and
+// clientCredentials.
+// +kubebuilder:validation:XValidation:rule="has(self.tokenSecretRef) != has(self.clientCredentials)",message="set exactly one of tokenSecretRef and clientCredentials"
+type OAuthBearer struct {
+	// tokenSecretRef selects a Secret key holding a bearer token (for example a JWT) sent as
+	// is. The operator re-reads it at every probe (--cluster-probe-interval) and reconnects
+	// when it changed; the sidecar mounts it as a file and reads it at every authentication,
+	// so whatever rotates the Secret must do so before the token expires.
+	// +optional
+	TokenSecretRef *SecretKeyReference `json:"tokenSecretRef,omitempty"`
+	// clientCredentials fetches tokens with the OAuth 2.0 client-credentials grant (RFC 6749
+	// section 4.4), like Kafka's sasl.oauthbearer.token.endpoint.url with
+	// OAuthBearerLoginCallbackHandler.
+	// +optional
+	ClientCredentials *OAuthClientCredentials `json:"clientCredentials,omitempty"`
+}
+
+// OAuthClientCredentials is an OAuth 2.0 client-credentials grant against a token endpoint.
+// Tokens are cached and fetched again 30 seconds before they expire (expires_in of the token
+// response).
+type OAuthClientCredentials struct {
+	// tokenEndpoint is the token endpoint's URL (Kafka's sasl.oauthbearer.token.endpoint.url),
+	// https:// or, for a local endpoint, http://. Verified against the system roots.
 	// +required
 	// +kubebuilder:validation:MinLength=1
-	SecretName string `json:"secretName"`
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://[^\s]+$`
+	TokenEndpoint string `json:"tokenEndpoint"`
+	// clientId is the OAuth client id (Kafka's JAAS option clientId).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	ClientID string `json:"clientId"`
+	// clientSecretRef selects the Secret key holding the client secret (Kafka's JAAS option
+	// clientSecret). It is sent with HTTP Basic authentication.
+	// +required
+	ClientSecretRef SecretKeyReference `json:"clientSecretRef"`
+	// scope is the space-separated scope requested (Kafka's JAAS option scope). Absent: none.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Scope string `json:"scope,omitempty"`
+}
+
+// AWSMSKIAM says where AWS_MSK_IAM takes its AWS credentials. The region is the one in the
+// brokers' host names (b-1.<cluster>.<id>.c2.kafka.<region>.amazonaws.com), or else the
+// AWS_REGION or AWS_DEFAULT_REGION environment variable of the process.
+type AWSMSKIAM struct {
+	// secretName names a Secret in the KafkaCluster's namespace holding an access key.
+	// Absent: the environment of the process (the manager's, and the application Pod's for
+	// the sidecar): AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, read at
+	// every authentication. Web identity (IRSA's AWS_ROLE_ARN and
+	// AWS_WEB_IDENTITY_TOKEN_FILE) is not supported; see docs/msk.md.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	SecretName string `json:"secretName,omitempty"`
+	// accessKeyIdKey is the key holding the access key id. Default "accessKeyId".
+	// +optional
+	// +kubebuilder:default="accessKeyId"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	AccessKeyIDKey string `json:"accessKeyIdKey,omitempty"`
+	// secretAccessKeyKey is the key holding the secret access key. Default "secretAccessKey".
+	// +optional
+	// +kubebuilder:default="secretAccessKey"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	SecretAccessKeyKey string `json:"secretAccessKeyKey,omitempty"`
+	// sessionTokenKey is the key holding a session token of temporary credentials; when the
+	// Secret has no such key, none is sent. Default "sessionToken".
+	// +optional
+	// +kubebuilder:default="sessionToken"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	SessionTokenKey string `json:"sessionTokenKey,omitempty"`
+}
+
+// KafkaClusterSASL configures SASL authentication.
+// +kubebuilder:validation:XValidation:rule="!(self.mechanism in ['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512']) || has(self.secretName)",message="secretName is required for PLAIN and SCRAM"
+// +kubebuilder:validation:XValidation:rule="(self.mechanism in ['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512']) || !(has(self.secretName) || has(self.username) || has(self.usernameKey) || has(self.passwordKey))",message="secretName, username, usernameKey and passwordKey apply to PLAIN and SCRAM only"
+// +kubebuilder:validation:XValidation:rule="!(has(self.username) && has(self.usernameKey))",message="set username or usernameKey, not both"
+// +kubebuilder:validation:XValidation:rule="(self.mechanism == 'OAUTHBEARER') == has(self.oauthBearer)",message="oauthBearer is required for OAUTHBEARER and applies to it only"
+// +kubebuilder:validation:XValidation:rule="self.mechanism == 'AWS_MSK_IAM' || !has(self.awsMskIam)",message="awsMskIam applies to AWS_MSK_IAM only"
+type KafkaClusterSASL struct {
+	// mechanism is the SASL mechanism (Kafka's sasl.mechanism): PLAIN, SCRAM-SHA-256,
+	// SCRAM-SHA-512 (credentials from secretName), OAUTHBEARER (oauthBearer) or AWS_MSK_IAM
+	// (awsMskIam).
+	// +required
+	Mechanism SASLMechanism `json:"mechanism"`
+	// secretName names a Secret in the same namespace holding the password (passwordKey) and,
+	// unless username is set, the username (usernameKey). Required for PLAIN and SCRAM. For a
+	// Strimzi KafkaUser with authentication type scram-sha-512: the KafkaUser's Secret (keys
+	// password and sasl.jaas.config), with username set to the KafkaUser's name.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	SecretName string `json:"secretName,omitempty"`
+	// username is the user name, literally. Set it or usernameKey, not both; with neither,
+	// the username is read from the key "username".
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Username string `json:"username,omitempty"`
+	// usernameKey is the key of secretName holding the user name. Default "username" when
+	// username is not set.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	UsernameKey string `json:"usernameKey,omitempty"`
+	// passwordKey is the key of secretName holding the password. Default "password" (also the
+	// key of a Strimzi KafkaUser's Secret).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	PasswordKey string `json:"passwordKey,omitempty"`
+	// oauthBearer configures OAUTHBEARER: a static token or the client-credentials grant.
+	// Required with mechanism OAUTHBEARER.
+	// +optional
+	OAuthBearer *OAuthBearer `json:"oauthBearer,omitempty"`
+	// awsMskIam configures AWS_MSK_IAM's credentials. Absent with mechanism AWS_MSK_IAM: the
+	// environment of the process (see AWSMSKIAM.secretName).
+	// +optional
+	AWSMSKIAM *AWSMSKIAM `json:"awsMskIam,omitempty"`
+}
+
+// UsernameKeyOrDefault is the key of secretName holding the user name: usernameKey, or
+// "username"; empty when username is given literally.
+func (s *KafkaClusterSASL) UsernameKeyOrDefault() string {
+	if s.Username != "" {
+		return ""
+	}
+	return orDefault(s.UsernameKey, DefaultUsernameKey)
+}
+
+// PasswordKeyOrDefault is passwordKey, or "password".
+func (s *KafkaClusterSASL) PasswordKeyOrDefault() string {
+	return orDefault(s.PasswordKey, DefaultPasswordKey)
+}
+
+// Keys are the AWS Secret's key names with their defaults applied.
+func (a *AWSMSKIAM) Keys() (accessKeyID, secretAccessKey, sessionToken string) {
+	return orDefault(a.AccessKeyIDKey, DefaultAccessKeyIDKey), orDefault(a.SecretAccessKeyKey, DefaultSecretAccessKeyKey), orDefault(a.SessionTokenKey, DefaultSessionTokenKey)
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
 }
 
 // ShareStateTopicSpec says how the operator treats the __share_group_state topic.

@@ -96,6 +96,9 @@ func main() {
 	}
 	pool := kafka.NewPool()
 	defer pool.Close()
+	if wh.CertManagement != webhook.CertsOff && wh.CertManagement != "" {
+		opts.WebhookConfigName = wh.ConfigName
+	}
 	if err := controllers.SetupAll(mgr, pool, opts); err != nil {
 		setupLog.Error(err, "setting up controllers")
 		os.Exit(1)

@@ -3,8 +3,9 @@
 // records over a local HTTP API (api/republisher/openapi.yaml) and writes dead records to the
 // route's topic before accepting them. Every flag also reads an environment variable, which is
 // how the injecting webhook configures it; the SASL credentials are read from the environment
-// only (KQO_SASL_USERNAME, KQO_SASL_PASSWORD: the webhook points them at the KafkaCluster's
-// Secret with secretKeyRef), never from flags, and are never logged.
+// only (KQO_SASL_USERNAME, KQO_SASL_PASSWORD, KQO_SASL_OAUTH_CLIENT_SECRET and the AWS_*
+// variables: the webhook points them at the KafkaCluster's Secrets with secretKeyRef) or from
+// mounted files (an OAUTHBEARER token), never from flags, and are never logged.
 //
 // Probes: /healthz (the process serves) and /readyz (200 once the application API accepts
 // connections, 503 before and once shutdown begins) are served on the metrics listener
@@ -19,6 +20,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -44,18 +46,66 @@ func envOr(name, def string) string {
 	return def
 }
 
+// envErrs collects environment values that do not parse: silently ignoring one would change
+// what the sidecar connects to (a KQO_TLS=yes taken as false would speak plaintext) or how it
+// treats records (KQO_MAX_DELIVERY_ATTEMPTS=five taken as 5). The start stops with all of
+// them, exit code 2. Only non-secret variables are read this way, so messages show values.
+var envErrs []error
+
 func envInt(name string, def int) int {
-	if v, ok := os.LookupEnv(name); ok {
-		if n, err := strconv.Atoi(v); err == nil {
-			return n
-		}
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return def
 	}
-	return def
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		why := "is not an integer"
+		if errors.Is(err, strconv.ErrRange) {
+			why = "is out of range"
+		}
+		envErrs = append(envErrs, fmt.Errorf("%s=%q %s", name, v, why))
+		return def
+	}
+	return n
 }
 
-// envErrs collects environment values that do not parse where silently ignoring them would
-// change what the sidecar connects to (a KQO_TLS=yes taken as false would speak plaintext).
-var envErrs []error
+func envDuration(name string, def time.Duration) time.Duration {
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		envErrs = append(envErrs, fmt.Errorf("%s=%q is not a duration with a unit, such as 30s or 1m", name, v))
+		return def
+	}
+	return d
+}
+
+// maxRecordsLimit is the most --max-records takes: the DeadLetterRoute's
+// spec.republisher.maxRecords maximum.
+const maxRecordsLimit = 10000
+
+// checkSettings refuses values that parse but cannot work, naming the flag and its variable.
+func checkSettings(topic, dlq string, maxAttempts int, lease time.Duration, members, maxRecords int) []error {
+	var errs []error
+	if maxAttempts < 1 || maxAttempts > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("--max-delivery-attempts (KQO_MAX_DELIVERY_ATTEMPTS) is %d: it must be at least 1 (and at most %d)", maxAttempts, math.MaxInt32))
+	}
+	if lease <= 0 {
+		errs = append(errs, fmt.Errorf("--lease (KQO_LEASE) is %s: it must be positive", lease))
+	}
+	if members < 1 {
+		errs = append(errs, fmt.Errorf("--members (KQO_MEMBERS) is %d: it must be at least 1", members))
+	}
+	if maxRecords < 1 || maxRecords > maxRecordsLimit {
+		errs = append(errs, fmt.Errorf("--max-records (KQO_MAX_RECORDS) is %d: it must be between 1 and %d", maxRecords, maxRecordsLimit))
+	}
+	if dlq != "" && dlq == topic {
+		errs = append(errs, fmt.Errorf("--dead-letter-topic (KQO_DEAD_LETTER_TOPIC) is %q, the queue's own --topic (KQO_TOPIC): dead records would be delivered again; it must be another topic", dlq))
+	}
+	return errs
+}
 
 func envBool(name string, def bool) bool {
 	if v, ok := os.LookupEnv(name); ok {
@@ -78,6 +128,13 @@ type security struct {
 	SASLMechanism             string
 	SASLUsername              string
 	SASLPassword              string
+	// OAUTHBEARER: a token file read at every authentication, or the client-credentials
+	// grant (the client secret from the environment only).
+	OAuthTokenFile     string
+	OAuthTokenEndpoint string
+	OAuthClientID      string
+	OAuthClientSecret  string
+	OAuthScope         string
 }
 
 func main() {
@@ -86,11 +143,11 @@ func main() {
 		bootstrap   = flag.String("bootstrap-servers", envOr("KQO_BOOTSTRAP_SERVERS", ""), "Kafka bootstrap servers, comma-separated (env KQO_BOOTSTRAP_SERVERS).")
 		topic       = flag.String("topic", envOr("KQO_TOPIC", ""), "The queue's topic (env KQO_TOPIC).")
 		group       = flag.String("group", envOr("KQO_GROUP", ""), "The queue's share group (env KQO_GROUP).")
-		dlq         = flag.String("dead-letter-topic", envOr("KQO_DEAD_LETTER_TOPIC", ""), "Where dead records go (env KQO_DEAD_LETTER_TOPIC).")
+		dlq         = flag.String("dead-letter-topic", envOr("KQO_DEAD_LETTER_TOPIC", ""), "Where dead records go; not the queue's own topic (env KQO_DEAD_LETTER_TOPIC).")
 		maxAttempts = flag.Int("max-delivery-attempts", envInt("KQO_MAX_DELIVERY_ATTEMPTS", 5), "Attempts the application gets: the ShareQueue's spec.delivery.maxDeliveryAttempts (env KQO_MAX_DELIVERY_ATTEMPTS). The group's share.delivery.count.limit must be one more.")
-		lease       = flag.Duration("lease", 30*time.Second, "How long the application holds a received record before it lapses; a renew starts it again, and the brokers' lock is renewed meanwhile (env KQO_LEASE).")
-		members     = flag.Int("members", envInt("KQO_MEMBERS", 4), "Share-group members, i.e. batches the application can hold at once (env KQO_MEMBERS).")
-		maxRecords  = flag.Int("max-records", envInt("KQO_MAX_RECORDS", 100), "Most records one receive returns (env KQO_MAX_RECORDS).")
+		lease       = flag.Duration("lease", envDuration("KQO_LEASE", 30*time.Second), "How long the application holds a received record before it lapses; a renew starts it again, and the brokers' lock is renewed meanwhile; a positive duration with a unit (env KQO_LEASE).")
+		members     = flag.Int("members", envInt("KQO_MEMBERS", 4), "Share-group members, i.e. batches the application can hold at once; at least 1 (env KQO_MEMBERS).")
+		maxRecords  = flag.Int("max-records", envInt("KQO_MAX_RECORDS", 100), "Most records one receive returns, 1 to 10000 (env KQO_MAX_RECORDS).")
 		listen      = flag.String("listen", envOr("KQO_LISTEN", "127.0.0.1:8787"), "Address of the application API; loopback by default, as the app is in the same Pod (env KQO_LISTEN).")
 		metricsAddr = flag.String("metrics-bind-address", envOr("KQO_METRICS_BIND_ADDRESS", ":9787"), "Address of /metrics, and of the /healthz and /readyz probes unless --health-bind-address moves them; \"0\" disables it (env KQO_METRICS_BIND_ADDRESS).")
 		healthAddr  = flag.String("health-bind-address", envOr("KQO_HEALTH_BIND_ADDRESS", ""), "Address of /healthz and /readyz (ready once the API accepts connections); empty: on the metrics listener, or nowhere when metrics are disabled; \"0\": off (env KQO_HEALTH_BIND_ADDRESS).")
@@ -100,15 +157,15 @@ func main() {
 	flag.StringVar(&sec.CertFile, "tls-cert-file", envOr("KQO_TLS_CERT_FILE", ""), "PEM client certificate for mutual TLS, with --tls-key-file (env KQO_TLS_CERT_FILE).")
 	flag.StringVar(&sec.KeyFile, "tls-key-file", envOr("KQO_TLS_KEY_FILE", ""), "PEM private key of --tls-cert-file (env KQO_TLS_KEY_FILE).")
 	flag.StringVar(&sec.ServerName, "tls-server-name", envOr("KQO_TLS_SERVER_NAME", ""), "Name checked against the brokers' certificates instead of each address's host (env KQO_TLS_SERVER_NAME).")
-	flag.StringVar(&sec.SASLMechanism, "sasl-mechanism", envOr("KQO_SASL_MECHANISM", ""), "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; the credentials come from the environment only, KQO_SASL_USERNAME and KQO_SASL_PASSWORD (env KQO_SASL_MECHANISM).")
+	flag.StringVar(&sec.SASLMechanism, "sasl-mechanism", envOr("KQO_SASL_MECHANISM", ""), "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (credentials from the environment only: KQO_SASL_USERNAME, KQO_SASL_PASSWORD); OAUTHBEARER (--sasl-oauth-token-file, or --sasl-oauth-token-endpoint with --sasl-oauth-client-id and KQO_SASL_OAUTH_CLIENT_SECRET); AWS_MSK_IAM (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and optionally AWS_SESSION_TOKEN from the environment, read at every authentication) (env KQO_SASL_MECHANISM).")
+	flag.StringVar(&sec.OAuthTokenFile, "sasl-oauth-token-file", envOr("KQO_SASL_OAUTH_TOKEN_FILE", ""), "OAUTHBEARER: file holding the bearer token, read at every authentication (env KQO_SASL_OAUTH_TOKEN_FILE).")
+	flag.StringVar(&sec.OAuthTokenEndpoint, "sasl-oauth-token-endpoint", envOr("KQO_SASL_OAUTH_TOKEN_ENDPOINT", ""), "OAUTHBEARER: token endpoint URL of the client-credentials grant; the client secret comes from the environment only, KQO_SASL_OAUTH_CLIENT_SECRET (env KQO_SASL_OAUTH_TOKEN_ENDPOINT).")
+	flag.StringVar(&sec.OAuthClientID, "sasl-oauth-client-id", envOr("KQO_SASL_OAUTH_CLIENT_ID", ""), "OAUTHBEARER: client id of the client-credentials grant (env KQO_SASL_OAUTH_CLIENT_ID).")
+	flag.StringVar(&sec.OAuthScope, "sasl-oauth-scope", envOr("KQO_SASL_OAUTH_SCOPE", ""), "OAUTHBEARER: space-separated scope requested; empty: none (env KQO_SASL_OAUTH_SCOPE).")
 	sec.SASLUsername, sec.SASLPassword = os.Getenv("KQO_SASL_USERNAME"), os.Getenv("KQO_SASL_PASSWORD")
-	if v, ok := os.LookupEnv("KQO_LEASE"); ok {
-		if d, err := time.ParseDuration(v); err == nil {
-			*lease = d
-		}
-	}
+	sec.OAuthClientSecret = os.Getenv("KQO_SASL_OAUTH_CLIENT_SECRET")
 	flag.Parse()
-	if err := errors.Join(envErrs...); err != nil {
+	if err := errors.Join(append(envErrs, checkSettings(*topic, *dlq, *maxAttempts, *lease, *members, *maxRecords)...)...); err != nil {
 		fmt.Fprintln(os.Stderr, "republisher:", err)
 		os.Exit(2)
 	}
@@ -167,20 +224,73 @@ func connection(bootstrap string, sec security) (kafka.Config, error) {
 		}
 		cfg.TLS = &ts
 	}
-	if sec.SASLMechanism != "" || sec.SASLUsername != "" || sec.SASLPassword != "" {
-		if sec.SASLMechanism == "" {
-			return kafka.Config{}, errors.New("KQO_SASL_USERNAME or KQO_SASL_PASSWORD is set but --sasl-mechanism (KQO_SASL_MECHANISM) is not")
+	if sec.SASLMechanism == "" {
+		if sec.SASLUsername != "" || sec.SASLPassword != "" || sec.OAuthTokenFile != "" || sec.OAuthTokenEndpoint != "" || sec.OAuthClientSecret != "" {
+			return kafka.Config{}, errors.New("SASL credentials are set but --sasl-mechanism (KQO_SASL_MECHANISM) is not")
+		}
+		return cfg, nil
+	}
+	ss, err := saslSettings(sec)
+	if err != nil {
+		return kafka.Config{}, err
+	}
+	if err := ss.Validate(); err != nil {
+		return kafka.Config{}, fmt.Errorf("--sasl-mechanism: %w", err)
+	}
+	cfg.SASL = &ss
+	return cfg, nil
+}
+
+// saslSettings checks that the mechanism's inputs, and only those, are set, and builds its
+// settings. Messages name flags and variables, never values.
+func saslSettings(sec security) (kafka.SASLSettings, error) {
+	ss := kafka.SASLSettings{Mechanism: sec.SASLMechanism}
+	oauthSet := sec.OAuthTokenFile != "" || sec.OAuthTokenEndpoint != "" || sec.OAuthClientID != "" || sec.OAuthClientSecret != "" || sec.OAuthScope != ""
+	switch sec.SASLMechanism {
+	case kafka.SASLPlain, kafka.SASLScramSHA256, kafka.SASLScramSHA512:
+		if oauthSet {
+			return ss, fmt.Errorf("--sasl-oauth-* settings apply to %s only, not %s", kafka.SASLOAuthBearer, sec.SASLMechanism)
 		}
 		if sec.SASLUsername == "" || sec.SASLPassword == "" {
-			return kafka.Config{}, fmt.Errorf("--sasl-mechanism %s needs KQO_SASL_USERNAME and KQO_SASL_PASSWORD in the environment", sec.SASLMechanism)
+			return ss, fmt.Errorf("--sasl-mechanism %s needs KQO_SASL_USERNAME and KQO_SASL_PASSWORD in the environment", sec.SASLMechanism)
 		}
-		ss := kafka.SASLSettings{Mechanism: sec.SASLMechanism, Username: sec.SASLUsername, Password: sec.SASLPassword}
-		if _, err := ss.SASLMechanism(); err != nil {
-			return kafka.Config{}, fmt.Errorf("--sasl-mechanism: %w", err)
+		ss.Username, ss.Password = sec.SASLUsername, sec.SASLPassword
+	case kafka.SASLOAuthBearer:
+		if sec.SASLUsername != "" || sec.SASLPassword != "" {
+			return ss, fmt.Errorf("KQO_SASL_USERNAME and KQO_SASL_PASSWORD do not apply to %s", sec.SASLMechanism)
 		}
-		cfg.SASL = &ss
+		switch {
+		case sec.OAuthTokenFile != "" && sec.OAuthTokenEndpoint != "":
+			return ss, errors.New("set --sasl-oauth-token-file (KQO_SASL_OAUTH_TOKEN_FILE) or --sasl-oauth-token-endpoint (KQO_SASL_OAUTH_TOKEN_ENDPOINT), not both")
+		case sec.OAuthTokenFile != "":
+			if sec.OAuthClientID != "" || sec.OAuthClientSecret != "" || sec.OAuthScope != "" {
+				return ss, errors.New("--sasl-oauth-client-id, --sasl-oauth-scope and KQO_SASL_OAUTH_CLIENT_SECRET apply to --sasl-oauth-token-endpoint only")
+			}
+			// Read once now, so a missing or empty file fails the start with its path.
+			if _, err := kafka.TokenFile(sec.OAuthTokenFile)(context.Background()); err != nil {
+				return ss, fmt.Errorf("--sasl-oauth-token-file: %w", err)
+			}
+			ss.Token = kafka.TokenFile(sec.OAuthTokenFile)
+		case sec.OAuthTokenEndpoint != "":
+			if sec.OAuthClientID == "" || sec.OAuthClientSecret == "" {
+				return ss, errors.New("--sasl-oauth-token-endpoint needs --sasl-oauth-client-id (KQO_SASL_OAUTH_CLIENT_ID) and KQO_SASL_OAUTH_CLIENT_SECRET in the environment")
+			}
+			ss.Token = kafka.ClientCredentialsToken(kafka.ClientCredentials{TokenEndpoint: sec.OAuthTokenEndpoint, ClientID: sec.OAuthClientID,
+				ClientSecret: sec.OAuthClientSecret, Scope: sec.OAuthScope})
+		default:
+			return ss, fmt.Errorf("--sasl-mechanism %s needs --sasl-oauth-token-file (KQO_SASL_OAUTH_TOKEN_FILE) or --sasl-oauth-token-endpoint (KQO_SASL_OAUTH_TOKEN_ENDPOINT)", sec.SASLMechanism)
+		}
+	case kafka.SASLAWSMSKIAM:
+		if sec.SASLUsername != "" || sec.SASLPassword != "" || oauthSet {
+			return ss, fmt.Errorf("%s takes its credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN; KQO_SASL_USERNAME, KQO_SASL_PASSWORD and --sasl-oauth-* do not apply", sec.SASLMechanism)
+		}
+		// Read at every authentication; checked once now so a missing key fails the start.
+		if _, err := kafka.AWSCredentialsFromEnv()(context.Background()); err != nil {
+			return ss, fmt.Errorf("--sasl-mechanism %s: %w", sec.SASLMechanism, err)
+		}
+		ss.AWS = kafka.AWSCredentialsFromEnv()
 	}
-	return cfg, nil
+	return ss, nil
 }
 
 // health answers the kubelet's probes. /healthz: 200 while the process serves. /readyz: 200
@@ -291,13 +401,20 @@ func run(cfg kafka.Config, opts republisher.Options, listen, metricsAddr, health
 	return err
 }
 
-// describe names the connection's security for the start line; never a credential.
+// describe names the connection's security for the start line, including what the brokers'
+// certificates are verified against (without --tls-ca-file, the system roots); never a
+// credential.
 func describe(cfg kafka.Config) string {
 	parts := []string{"plaintext"}
 	if cfg.TLS != nil {
 		parts[0] = "TLS"
 		if len(cfg.TLS.CertPEM) > 0 {
 			parts[0] = "mutual TLS"
+		}
+		if len(cfg.TLS.CAPEM) == 0 {
+			parts[0] += " verified against the system roots"
+		} else {
+			parts[0] += " verified against the --tls-ca-file bundle"
 		}
 	}
 	if cfg.SASL != nil {

@@ -12,9 +12,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
 )
 
 func freeAddr(t *testing.T) string {
@@ -187,6 +190,19 @@ func TestBinaryRefusesBadSecuritySettings(t *testing.T) {
 		{"unknown mechanism", []string{"KQO_SASL_MECHANISM=GSSAPI", "KQO_SASL_USERNAME=alice", "KQO_SASL_PASSWORD=s3cret"}, "GSSAPI", 1},
 		{"no password", []string{"KQO_SASL_MECHANISM=SCRAM-SHA-512", "KQO_SASL_USERNAME=alice"}, "KQO_SASL_PASSWORD", 1},
 		{"credentials without mechanism", []string{"KQO_SASL_USERNAME=alice", "KQO_SASL_PASSWORD=s3cret"}, "KQO_SASL_MECHANISM", 1},
+		{"OAUTHBEARER without a token source", []string{"KQO_SASL_MECHANISM=OAUTHBEARER"}, "--sasl-oauth-token-file", 1},
+		{"OAUTHBEARER token file missing", []string{"KQO_SASL_MECHANISM=OAUTHBEARER", "KQO_SASL_OAUTH_TOKEN_FILE=" + filepath.Join(dir, "absent")}, "--sasl-oauth-token-file", 1},
+		{"OAUTHBEARER token file and endpoint", []string{"KQO_SASL_MECHANISM=OAUTHBEARER", "KQO_SASL_OAUTH_TOKEN_FILE=" + notPEM,
+			"KQO_SASL_OAUTH_TOKEN_ENDPOINT=http://127.0.0.1:1/token"}, "not both", 1},
+		{"OAUTHBEARER endpoint without client secret", []string{"KQO_SASL_MECHANISM=OAUTHBEARER", "KQO_SASL_OAUTH_TOKEN_ENDPOINT=http://127.0.0.1:1/token",
+			"KQO_SASL_OAUTH_CLIENT_ID=app"}, "KQO_SASL_OAUTH_CLIENT_SECRET", 1},
+		{"OAUTHBEARER with a password", []string{"KQO_SASL_MECHANISM=OAUTHBEARER", "KQO_SASL_OAUTH_TOKEN_FILE=" + notPEM, "KQO_SASL_PASSWORD=s3cret"}, "do not apply", 1},
+		{"OAuth settings on SCRAM", []string{"KQO_SASL_MECHANISM=SCRAM-SHA-512", "KQO_SASL_USERNAME=alice", "KQO_SASL_PASSWORD=s3cret",
+			"KQO_SASL_OAUTH_CLIENT_SECRET=s3cret"}, "apply to OAUTHBEARER only", 1},
+		{"AWS_MSK_IAM without credentials", []string{"KQO_SASL_MECHANISM=AWS_MSK_IAM"}, "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set", 1},
+		{"AWS_MSK_IAM with web identity only", []string{"KQO_SASL_MECHANISM=AWS_MSK_IAM", "AWS_ROLE_ARN=arn:aws:iam::123456789012:role/kqo",
+			"AWS_WEB_IDENTITY_TOKEN_FILE=" + notPEM}, "web identity", 1},
+		{"AWS_MSK_IAM with a secret key only", []string{"KQO_SASL_MECHANISM=AWS_MSK_IAM", "AWS_SECRET_ACCESS_KEY=s3cret"}, "AWS_ACCESS_KEY_ID", 1},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		cmd := exec.CommandContext(ctx, bin, "--listen", freeAddr(t), "--metrics-bind-address=0")
@@ -203,6 +219,179 @@ func TestBinaryRefusesBadSecuritySettings(t *testing.T) {
 		}
 		if strings.Contains(string(out), "s3cret") {
 			t.Errorf("%s: output shows a secret: %q", tc.name, out)
+		}
+	}
+}
+
+// Bug: bad settings were silently replaced (KQO_MAX_DELIVERY_ATTEMPTS=five ran with 5,
+// KQO_LEASE=30 or -5s with 30s, KQO_MEMBERS=0 with 4, KQO_MAX_RECORDS likewise) and a
+// dead-letter topic equal to the queue's topic was accepted. Each now stops the start with
+// exit code 2 and a message naming the variable and what is wrong with its value.
+func TestBinaryRefusesBadSettings(t *testing.T) {
+	bin := buildBinary(t)
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want []string
+	}{
+		{"attempts not a number", []string{"KQO_MAX_DELIVERY_ATTEMPTS=five"}, []string{`KQO_MAX_DELIVERY_ATTEMPTS="five" is not an integer`}},
+		{"attempts zero", []string{"KQO_MAX_DELIVERY_ATTEMPTS=0"}, []string{"KQO_MAX_DELIVERY_ATTEMPTS", "is 0", "at least 1"}},
+		{"attempts beyond int32", []string{"KQO_MAX_DELIVERY_ATTEMPTS=4294967297"}, []string{"KQO_MAX_DELIVERY_ATTEMPTS", "at most 2147483647"}},
+		{"attempts beyond int", []string{"KQO_MAX_DELIVERY_ATTEMPTS=99999999999999999999"}, []string{`KQO_MAX_DELIVERY_ATTEMPTS="99999999999999999999" is out of range`}},
+		{"lease without a unit", []string{"KQO_LEASE=30"}, []string{`KQO_LEASE="30" is not a duration`}},
+		{"lease negative", []string{"KQO_LEASE=-5s"}, []string{"KQO_LEASE", "is -5s", "must be positive"}},
+		{"lease zero", []string{"KQO_LEASE=0s"}, []string{"KQO_LEASE", "must be positive"}},
+		{"members zero", []string{"KQO_MEMBERS=0"}, []string{"KQO_MEMBERS", "is 0", "at least 1"}},
+		{"members not a number", []string{"KQO_MEMBERS=four"}, []string{`KQO_MEMBERS="four" is not an integer`}},
+		{"members empty", []string{"KQO_MEMBERS="}, []string{`KQO_MEMBERS="" is not an integer`}},
+		{"max records zero", []string{"KQO_MAX_RECORDS=0"}, []string{"KQO_MAX_RECORDS", "is 0", "between 1 and 10000"}},
+		{"max records negative", []string{"KQO_MAX_RECORDS=-1"}, []string{"KQO_MAX_RECORDS", "between 1 and 10000"}},
+		{"max records too many", []string{"KQO_MAX_RECORDS=10001"}, []string{"KQO_MAX_RECORDS", "between 1 and 10000"}},
+		{"max records not a number", []string{"KQO_MAX_RECORDS=lots"}, []string{`KQO_MAX_RECORDS="lots" is not an integer`}},
+		{"dead letters to the queue", []string{"KQO_DEAD_LETTER_TOPIC=t"}, []string{"KQO_DEAD_LETTER_TOPIC", "KQO_TOPIC", "another topic"}},
+		{"all at once", []string{"KQO_MEMBERS=0", "KQO_LEASE=30", "KQO_MAX_DELIVERY_ATTEMPTS=five"}, []string{"KQO_MEMBERS", "KQO_LEASE", "KQO_MAX_DELIVERY_ATTEMPTS"}},
+		{"flag zero", []string{"KQO_MEMBERS=2"}, nil}, // with --members=0 below
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		args := []string{"--listen", freeAddr(t), "--metrics-bind-address=0"}
+		want := tc.want
+		if tc.name == "flag zero" {
+			args, want = append(args, "--members=0"), []string{"--members (KQO_MEMBERS) is 0"}
+		}
+		cmd := exec.CommandContext(ctx, bin, args...)
+		// Credentials in the environment must never appear in a message.
+		cmd.Env = append(append(baseEnv(), "KQO_SASL_MECHANISM=PLAIN", "KQO_SASL_USERNAME=alice", "KQO_SASL_PASSWORD=s3cret"), tc.env...)
+		out, err := cmd.CombinedOutput()
+		cancel()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+			t.Errorf("%s: %v, want exit code 2\n%s", tc.name, err, out)
+			continue
+		}
+		for _, w := range want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("%s: output %q does not say %q", tc.name, out, w)
+			}
+		}
+		if strings.Contains(string(out), "s3cret") {
+			t.Errorf("%s: output shows a secret: %q", tc.name, out)
+		}
+	}
+}
+
+// Bug: TLS without KQO_TLS_CA_FILE verifies the brokers against the system roots, which is
+// right, but the start line said only "TLS". It now says what the certificates are verified
+// against.
+func TestStartLineNamesTheTLSRoots(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  kafka.Config
+		want string
+	}{
+		{kafka.Config{}, "plaintext"},
+		{kafka.Config{TLS: &kafka.TLSSettings{}}, "TLS verified against the system roots"},
+		{kafka.Config{TLS: &kafka.TLSSettings{CAPEM: []byte("ca"), CertPEM: []byte("c")}}, "mutual TLS verified against the --tls-ca-file bundle"},
+		{kafka.Config{TLS: &kafka.TLSSettings{}, SASL: &kafka.SASLSettings{Mechanism: "PLAIN", Password: "s3cret"}}, "TLS verified against the system roots, SASL PLAIN"},
+	} {
+		if got := describe(tc.cfg); got != tc.want {
+			t.Errorf("describe: %q, want %q", got, tc.want)
+		}
+	}
+	// The binary says so on its start line: KQO_TLS=true and an empty KQO_TLS_CA_FILE.
+	bin := buildBinary(t)
+	cmd := exec.Command(bin, "--listen", freeAddr(t), "--metrics-bind-address=0")
+	cmd.Env = append(baseEnv(), "KQO_TLS=true", "KQO_TLS_CA_FILE=")
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(40 * time.Second):
+			_ = cmd.Process.Kill()
+		}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(stderr.String(), "(TLS verified against the system roots)") {
+		select {
+		case err := <-exited:
+			t.Fatalf("the binary exited: %v\n%s", err, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no start line naming the system roots:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to write from the process's copier and read from the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Every mechanism the manager has is built from the sidecar's flags, environment and files:
+// SCRAM from the environment, OAUTHBEARER from a token file read at every authentication (a
+// rotated token is used by the next connection) or the client-credentials grant, AWS_MSK_IAM
+// from the standard AWS variables.
+func TestConnectionBuildsEveryMechanism(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("first-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIATEST")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "aws-secret")
+	for _, tc := range []struct {
+		name string
+		sec  security
+	}{
+		{"SCRAM-SHA-512", security{SASLMechanism: "SCRAM-SHA-512", SASLUsername: "alice", SASLPassword: "pw"}},
+		{"OAUTHBEARER", security{SASLMechanism: "OAUTHBEARER", OAuthTokenFile: tokenFile}},
+		{"OAUTHBEARER", security{SASLMechanism: "OAUTHBEARER", OAuthTokenEndpoint: "http://127.0.0.1:1/token", OAuthClientID: "app", OAuthClientSecret: "cs", OAuthScope: "kafka"}},
+		{"AWS_MSK_IAM", security{SASLMechanism: "AWS_MSK_IAM"}},
+	} {
+		cfg, err := connection("127.0.0.1:9092", tc.sec)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if err := cfg.SASL.Validate(); err != nil || cfg.SASL.Mechanism != tc.name {
+			t.Errorf("%s: mechanism %q, %v", tc.name, cfg.SASL.Mechanism, err)
+		}
+	}
+	cfg, err := connection("127.0.0.1:9092", security{SASLMechanism: "OAUTHBEARER", OAuthTokenFile: tokenFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The token source re-reads the file at every authentication.
+	for _, tok := range []string{"first-token", "rotated-token"} {
+		if tok == "rotated-token" {
+			if err := os.WriteFile(tokenFile, []byte(tok), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := cfg.SASL.Token(context.Background())
+		if err != nil || got != tok {
+			t.Errorf("token %q, %v; want %s", got, err, tok)
 		}
 	}
 }

@@ -21,14 +21,18 @@ type Config struct {
 	BootstrapServers []string
 	// TLS, when non-nil, enables TLS with these settings (see TLSSettings.TLSConfig).
 	TLS *TLSSettings
-	// SASL, when non-nil, authenticates with these credentials (see SASLSettings.SASLMechanism).
+	// SASL, when non-nil, authenticates with these credentials (see SASLSettings.Validate).
 	SASL *SASLSettings
 	// ClientID is sent to the brokers; default "kafka-queue-operator".
 	ClientID string
-	// RequestTimeout bounds each admin call's retries (kgo.RetryTimeout); default 15s.
+	// RequestTimeout bounds each admin call's retries (kgo.RetryTimeout) and is the timeout
+	// the brokers get in CreateTopics and DeleteTopics (TimeoutMillis); default 15s.
 	RequestTimeout time.Duration
-	// Hooks are extra kgo hooks (metrics, request counting in tests).
-	Hooks []kgo.Hook
+	// BrokerWrites are called for every request written to a broker — one batched request may
+	// serve many calls, and the client's own Metadata and coordinator requests count too —
+	// with the Kafka API name (e.g. "CreateTopics") and the write's error (nil when written).
+	// Metrics and request counting in tests use them.
+	BrokerWrites []BrokerWriteFunc
 	// Observe, when set, is called after every admin call with the Kafka API name, its
 	// latency and its outcome: nil, the request error, or the first per-item error.
 	Observe func(api string, latency time.Duration, err error)
@@ -42,6 +46,8 @@ type Client struct {
 	adm     *kadm.Client
 	observe func(api string, latency time.Duration, err error)
 	batch   *batchers // nil when Config.Batching is off
+	// timeout is Config.RequestTimeout (default applied).
+	timeout time.Duration
 }
 
 // baseOpts are the connection options every client of cfg uses: seeds, client id, timeouts,
@@ -69,16 +75,14 @@ func baseOpts(cfg Config) ([]kgo.Opt, error) {
 		opts = append(opts, kgo.DialTLSConfig(tc))
 	}
 	if cfg.SASL != nil {
-		m, err := cfg.SASL.SASLMechanism()
+		m, err := cfg.SASL.mechanism()
 		if err != nil {
 			return nil, fmt.Errorf("kafka: %w", err)
 		}
 		opts = append(opts, kgo.SASL(m))
 	}
-	if len(cfg.Hooks) > 0 {
-		hooks := make([]kgo.Hook, len(cfg.Hooks))
-		copy(hooks, cfg.Hooks)
-		opts = append(opts, kgo.WithHooks(hooks...))
+	if len(cfg.BrokerWrites) > 0 {
+		opts = append(opts, kgo.WithHooks(brokerWriteHook(append([]BrokerWriteFunc(nil), cfg.BrokerWrites...))))
 	}
 	return opts, nil
 }
@@ -98,7 +102,7 @@ func NewClient(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka: building client: %w", err)
 	}
-	c := &Client{cl: cl, adm: kadm.NewClient(cl), observe: cfg.Observe}
+	c := &Client{cl: cl, adm: kadm.NewClient(cl), observe: cfg.Observe, timeout: rt}
 	if cfg.Batching.Enabled {
 		c.batch = newBatchers(c, cfg.Batching, rt+15*time.Second)
 	}

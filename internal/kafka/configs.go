@@ -8,15 +8,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// ResourceType is a DescribeConfigs/IncrementalAlterConfigs resource type.
-type ResourceType = kmsg.ConfigResourceType
+// ResourceType is a DescribeConfigs/IncrementalAlterConfigs resource type; its values are
+// Kafka's wire codes.
+type ResourceType int8
+
+// String is the type's Kafka name (TOPIC, GROUP_CONFIG, ...).
+func (t ResourceType) String() string { return kmsg.ConfigResourceType(t).String() }
 
 // Resource types the operator configures.
 const (
 	// TopicResource is resource type TOPIC (2).
-	TopicResource ResourceType = kmsg.ConfigResourceTypeTopic
+	TopicResource ResourceType = ResourceType(kmsg.ConfigResourceTypeTopic)
 	// GroupResource is resource type GROUP (32, KIP-848/KIP-932 group configs).
-	GroupResource ResourceType = kmsg.ConfigResourceTypeGroupConfig
+	GroupResource ResourceType = ResourceType(kmsg.ConfigResourceTypeGroupConfig)
 )
 
 // ResourceKey names one config resource.
@@ -32,19 +36,38 @@ func (k ResourceKey) String() string {
 	return "topic " + k.Name
 }
 
+// ConfigSource is where a config's value comes from, as DescribeConfigs reports it (Kafka's
+// wire codes, KIP-226 and KIP-848).
+type ConfigSource int8
+
+// String is the source's Kafka name (e.g. DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG).
+func (c ConfigSource) String() string { return kmsg.ConfigSource(c).String() }
+
+// Config sources.
+const (
+	ConfigSourceUnknown              = ConfigSource(kmsg.ConfigSourceUnknown)                    // 0
+	ConfigSourceDynamicTopic         = ConfigSource(kmsg.ConfigSourceDynamicTopicConfig)         // 1: a topic override
+	ConfigSourceDynamicBroker        = ConfigSource(kmsg.ConfigSourceDynamicBrokerConfig)        // 2
+	ConfigSourceDynamicDefaultBroker = ConfigSource(kmsg.ConfigSourceDynamicDefaultBrokerConfig) // 3
+	ConfigSourceStaticBroker         = ConfigSource(kmsg.ConfigSourceStaticBrokerConfig)         // 4: server.properties
+	ConfigSourceDefault              = ConfigSource(kmsg.ConfigSourceDefaultConfig)              // 5: Kafka's built-in default
+	ConfigSourceDynamicBrokerLogger  = ConfigSource(kmsg.ConfigSourceDynamicBrokerLoggerConfig)  // 6
+	ConfigSourceClientMetrics        = ConfigSource(kmsg.ConfigSourceClientMetricsConfig)        // 7
+	ConfigSourceGroup                = ConfigSource(kmsg.ConfigSourceGroupConfig)                // 8: a group override
+)
+
 // ConfigEntry is one config of a resource as the broker reports it.
 type ConfigEntry struct {
 	// Value is the config's value ("" for a null value).
 	Value string
-	// Source is the Kafka config source (DYNAMIC_TOPIC_CONFIG=1, GROUP_CONFIG=8,
-	// DEFAULT_CONFIG=5, STATIC_BROKER_CONFIG=4, ...).
-	Source kmsg.ConfigSource
+	// Source is where the value comes from.
+	Source ConfigSource
 }
 
 // IsOverride is true when the value was set on the resource itself (topic or group config),
 // not inherited from a broker or the built-in default.
 func (e ConfigEntry) IsOverride() bool {
-	return e.Source == kmsg.ConfigSourceDynamicTopicConfig || e.Source == kmsg.ConfigSourceGroupConfig
+	return e.Source == ConfigSourceDynamicTopic || e.Source == ConfigSourceGroup
 }
 
 // ResourceConfigs are the configs of one resource, or the item error that kept them from
@@ -52,6 +75,17 @@ func (e ConfigEntry) IsOverride() bool {
 type ResourceConfigs struct {
 	Configs map[string]ConfigEntry
 	Err     error
+}
+
+// DescribeConfigs reads the configs of topics and groups (DescribeConfigs with synonyms off).
+// Per-resource failures are in ResourceConfigs.Err; a GROUP resource on a cluster without
+// group configs answers INVALID_REQUEST or UNSUPPORTED_VERSION (IsUnsupported). With
+// batching, concurrent callers share requests.
+func (c *Client) DescribeConfigs(ctx context.Context, keys []ResourceKey) (map[ResourceKey]ResourceConfigs, error) {
+	if c.batch == nil || len(keys) == 0 {
+		return c.describeConfigs(ctx, keys)
+	}
+	return c.batch.configs.do(ctx, keys, nil)
 }
 
 // describeConfigs reads the configs of many topics and groups in as few requests as the
@@ -67,7 +101,7 @@ func (c *Client) describeConfigs(ctx context.Context, keys []ResourceKey) (out_ 
 	req := kmsg.NewPtrDescribeConfigsRequest()
 	for _, k := range keys {
 		r := kmsg.NewDescribeConfigsRequestResource()
-		r.ResourceType = k.Type
+		r.ResourceType = kmsg.ConfigResourceType(k.Type)
 		r.ResourceName = k.Name
 		req.Resources = append(req.Resources, r)
 	}
@@ -77,12 +111,12 @@ func (c *Client) describeConfigs(ctx context.Context, keys []ResourceKey) (out_ 
 		}
 		resp := shard.Resp.(*kmsg.DescribeConfigsResponse)
 		for _, r := range resp.Resources {
-			key := ResourceKey{Type: r.ResourceType, Name: r.ResourceName}
+			key := ResourceKey{Type: ResourceType(r.ResourceType), Name: r.ResourceName}
 			rc := ResourceConfigs{Err: itemErr("DescribeConfigs", key.String(), r.ErrorCode, r.ErrorMessage)}
 			if rc.Err == nil {
 				rc.Configs = make(map[string]ConfigEntry, len(r.Configs))
 				for _, cfg := range r.Configs {
-					e := ConfigEntry{Source: cfg.Source}
+					e := ConfigEntry{Source: ConfigSource(cfg.Source)}
 					if cfg.Value != nil {
 						e.Value = *cfg.Value
 					}
@@ -100,13 +134,16 @@ func (c *Client) describeConfigs(ctx context.Context, keys []ResourceKey) (out_ 
 	return out, nil
 }
 
-// ConfigOp is an incremental alter operation.
-type ConfigOp = kmsg.IncrementalAlterConfigOp
+// ConfigOp is an incremental alter operation (Kafka's wire codes, KIP-339).
+type ConfigOp int8
+
+// String is the operation's Kafka name (SET, DELETE, APPEND, SUBTRACT).
+func (o ConfigOp) String() string { return kmsg.IncrementalAlterConfigOp(o).String() }
 
 // Incremental alter operations.
 const (
-	OpSet    ConfigOp = kmsg.IncrementalAlterConfigOpSet
-	OpDelete ConfigOp = kmsg.IncrementalAlterConfigOpDelete
+	OpSet    = ConfigOp(kmsg.IncrementalAlterConfigOpSet)
+	OpDelete = ConfigOp(kmsg.IncrementalAlterConfigOpDelete)
 )
 
 // AlterConfig is one config change.
@@ -120,6 +157,23 @@ type AlterConfig struct {
 type Alteration struct {
 	Resource ResourceKey
 	Configs  []AlterConfig
+}
+
+// IncrementalAlterConfigs applies each resource's config changes (IncrementalAlterConfigs).
+// The map holds each resource's item error (nil on success); INVALID_CONFIG carries the
+// broker's message, which names the bound for KIP-1240 rejections. Altering a GROUP needs
+// ALTER_CONFIGS on the group. With batching, concurrent callers share requests; a resource
+// appears at most once per request.
+func (c *Client) IncrementalAlterConfigs(ctx context.Context, alts []Alteration) (map[ResourceKey]error, error) {
+	if c.batch == nil || len(alts) == 0 {
+		return c.incrementalAlterConfigs(ctx, alts)
+	}
+	keys := make([]ResourceKey, len(alts))
+	payloads := make([][]AlterConfig, len(alts))
+	for i, a := range alts {
+		keys[i], payloads[i] = a.Resource, a.Configs
+	}
+	return c.batch.alter.do(ctx, keys, payloads)
 }
 
 // incrementalAlterConfigs applies many resources' changes in as few requests as possible.
@@ -142,12 +196,12 @@ func (c *Client) incrementalAlterConfigs(ctx context.Context, alts []Alteration)
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	for _, a := range alts {
 		r := kmsg.NewIncrementalAlterConfigsRequestResource()
-		r.ResourceType = a.Resource.Type
+		r.ResourceType = kmsg.ConfigResourceType(a.Resource.Type)
 		r.ResourceName = a.Resource.Name
 		for _, cfg := range a.Configs {
 			rc := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
 			rc.Name = cfg.Name
-			rc.Op = cfg.Op
+			rc.Op = kmsg.IncrementalAlterConfigOp(cfg.Op)
 			if cfg.Op == OpSet {
 				v := cfg.Value
 				rc.Value = &v
@@ -162,7 +216,7 @@ func (c *Client) incrementalAlterConfigs(ctx context.Context, alts []Alteration)
 		}
 		resp := shard.Resp.(*kmsg.IncrementalAlterConfigsResponse)
 		for _, r := range resp.Resources {
-			key := ResourceKey{Type: r.ResourceType, Name: r.ResourceName}
+			key := ResourceKey{Type: ResourceType(r.ResourceType), Name: r.ResourceName}
 			out[key] = itemErr("IncrementalAlterConfigs", key.String(), r.ErrorCode, r.ErrorMessage)
 		}
 	}

@@ -55,6 +55,17 @@ func itemErr(op, resource string, code int16, msg *string) error {
 	return e
 }
 
+// Kafka error codes callers (and tests building results) name, as error values: errors.Is
+// matches them inside an *Error.
+var (
+	// ErrUnknownTopicOrPartition is UNKNOWN_TOPIC_OR_PARTITION (3).
+	ErrUnknownTopicOrPartition error = kerr.UnknownTopicOrPartition
+	// ErrInvalidConfig is INVALID_CONFIG (40).
+	ErrInvalidConfig error = kerr.InvalidConfig
+	// ErrTopicAlreadyExists is TOPIC_ALREADY_EXISTS (36).
+	ErrTopicAlreadyExists error = kerr.TopicAlreadyExists
+)
+
 // IsInvalidConfig reports a config the broker refused (INVALID_CONFIG, e.g. outside the
 // KIP-1240 bounds, or a key the broker does not know).
 func IsInvalidConfig(err error) bool { return errors.Is(err, kerr.InvalidConfig) }

@@ -22,6 +22,17 @@ type ShareGroup struct {
 	Err error
 }
 
+// DescribeShareGroups describes share groups and their lag (ShareGroupDescribe and
+// DescribeShareGroupOffsets, KIP-932). Needs share.version >= 1: brokers answer
+// UNSUPPORTED_VERSION otherwise, reported in each group's Err. With batching, concurrent
+// callers share requests.
+func (c *Client) DescribeShareGroups(ctx context.Context, ids ...string) (map[string]ShareGroup, error) {
+	if c.batch == nil || len(ids) == 0 {
+		return c.describeShareGroups(ctx, ids...)
+	}
+	return c.batch.shareDesc.do(ctx, ids, nil)
+}
+
 // describeShareGroups describes share groups and their lag (DescribeShareGroups and
 // DescribeShareGroupOffsets, KIP-932). Needs share.version >= 1: brokers answer
 // UNSUPPORTED_VERSION otherwise, reported in each group's Err.

@@ -17,17 +17,33 @@ var WriteAPIs = map[string]bool{
 	"UpdateFeatures": true, "AlterPartitionAssignments": true, "DeleteRecords": true,
 }
 
-// RequestCounter is a kgo hook that counts requests written to brokers, by API name
-// (kmsg.NameForKey). Use it in tests and benchmarks to prove a no-op reconcile writes nothing.
+// BrokerWriteFunc observes one request written to a broker: the Kafka API name (e.g.
+// "CreateTopics", from the request key) and the write's error (nil when it was written).
+type BrokerWriteFunc func(api string, err error)
+
+// brokerWriteHook adapts BrokerWriteFuncs to franz-go's broker-write hook.
+type brokerWriteHook []BrokerWriteFunc
+
+var _ kgo.HookBrokerWrite = brokerWriteHook(nil)
+
+// OnBrokerWrite implements kgo.HookBrokerWrite.
+func (h brokerWriteHook) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	api := kmsg.NameForKey(key)
+	for _, f := range h {
+		f(api, err)
+	}
+}
+
+// RequestCounter counts requests written to brokers, by API name. Pass its Observe as a
+// BrokerWriteFunc (NewPool, Config.BrokerWrites); tests and benchmarks use it to prove a no-op
+// reconcile writes nothing.
 type RequestCounter struct {
 	mu     sync.Mutex
 	counts map[string]int
 }
 
-var _ kgo.HookBrokerWrite = (*RequestCounter)(nil)
-
-// OnBrokerWrite implements kgo.HookBrokerWrite.
-func (rc *RequestCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+// Observe counts one request written (a failed write is not counted). It is a BrokerWriteFunc.
+func (rc *RequestCounter) Observe(api string, err error) {
 	if err != nil {
 		return
 	}
@@ -36,7 +52,7 @@ func (rc *RequestCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, 
 	if rc.counts == nil {
 		rc.counts = map[string]int{}
 	}
-	rc.counts[kmsg.NameForKey(key)]++
+	rc.counts[api]++
 }
 
 // Snapshot returns a copy of the counts.

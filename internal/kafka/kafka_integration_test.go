@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
 	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
 )
@@ -34,10 +32,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func newClient(t *testing.T, hooks ...kgo.Hook) *kafka.Client {
+func newClient(t *testing.T, writes ...kafka.BrokerWriteFunc) *kafka.Client {
 	t.Helper()
 	rig.SkipWithoutRig(t, "a real Kafka broker")
-	c, err := kafka.NewClient(kafka.Config{BootstrapServers: broker.BootstrapServers(), Hooks: hooks})
+	c, err := kafka.NewClient(kafka.Config{BootstrapServers: broker.BootstrapServers(), BrokerWrites: writes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +96,7 @@ func TestBrokerConfigsCarryShareBounds(t *testing.T) {
 func TestTopicAndGroupConfigRoundTrip(t *testing.T) {
 	ctx := ctxT(t)
 	counter := &kafka.RequestCounter{}
-	c := newClient(t, counter)
+	c := newClient(t, counter.Observe)
 	res, err := c.CreateTopics(ctx, []kafka.NewTopic{
 		{Name: "rt-a", Partitions: 2, ReplicationFactor: 1, Configs: map[string]string{"retention.ms": "3600000"}},
 		{Name: "rt-b", Partitions: 1, ReplicationFactor: -1},

@@ -3,8 +3,6 @@ package kafka
 import (
 	"sync"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Pool keeps one long-lived Client per cluster key (namespace/name of a KafkaCluster). A
@@ -13,16 +11,17 @@ import (
 type Pool struct {
 	mu      sync.Mutex
 	clients map[string]pooledClient
-	hooks   []kgo.Hook
+	writes  []BrokerWriteFunc
 	observe func(api string, latency time.Duration, err error)
 	batch   Batching
 }
 
-// AddHooks adds kgo hooks to the clients the pool builds from now on.
-func (p *Pool) AddHooks(hooks ...kgo.Hook) {
+// ObserveBrokerWrites adds observers of every request written to a broker to the clients the
+// pool builds from now on (Config.BrokerWrites).
+func (p *Pool) ObserveBrokerWrites(fns ...BrokerWriteFunc) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.hooks = append(p.hooks, hooks...)
+	p.writes = append(p.writes, fns...)
 }
 
 // SetBatching sets Config.Batching for the clients the pool builds from now on.
@@ -44,9 +43,10 @@ type pooledClient struct {
 	client      *Client
 }
 
-// NewPool returns an empty pool whose clients all carry hooks (metrics, request counting).
-func NewPool(hooks ...kgo.Hook) *Pool {
-	return &Pool{clients: map[string]pooledClient{}, hooks: hooks}
+// NewPool returns an empty pool whose clients all report their broker writes to fns
+// (metrics, request counting).
+func NewPool(fns ...BrokerWriteFunc) *Pool {
+	return &Pool{clients: map[string]pooledClient{}, writes: fns}
 }
 
 // Get returns the client for key, building it with build when there is none or when
@@ -65,7 +65,7 @@ func (p *Pool) Get(key, fingerprint string, build func() (Config, error)) (*Clie
 	if err != nil {
 		return nil, err
 	}
-	cfg.Hooks = append(append([]kgo.Hook(nil), p.hooks...), cfg.Hooks...)
+	cfg.BrokerWrites = append(append([]BrokerWriteFunc(nil), p.writes...), cfg.BrokerWrites...)
 	if cfg.Observe == nil {
 		cfg.Observe = p.observe
 	}

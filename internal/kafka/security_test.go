@@ -60,13 +60,13 @@ func TestTLSAndSASLSettings(t *testing.T) {
 	}
 
 	for _, mech := range []string{kafka.SASLPlain, kafka.SASLScramSHA256, kafka.SASLScramSHA512} {
-		m, err := kafka.SASLSettings{Mechanism: mech, Username: "alice", Password: "s3cret"}.SASLMechanism()
+		m, err := kafka.MechanismOf(kafka.SASLSettings{Mechanism: mech, Username: "alice", Password: "s3cret"})
 		if err != nil || m.Name() != mech {
 			t.Errorf("%s: mechanism %v, %v", mech, m, err)
 		}
 	}
 	s := kafka.SASLSettings{Mechanism: "GSSAPI", Username: "alice", Password: "s3cret"}
-	if _, err := s.SASLMechanism(); !errors.Is(err, kafka.ErrUnsupportedMechanism) || strings.Contains(err.Error(), "s3cret") {
+	if _, err := kafka.MechanismOf(s); !errors.Is(err, kafka.ErrUnsupportedMechanism) || strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("GSSAPI: %v, want ErrUnsupportedMechanism without the password", err)
 	}
 	for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {

@@ -40,6 +40,16 @@ func (t Topic) UnderReplicated() int32 {
 	return n
 }
 
+// DescribeTopics reads the metadata of the named topics with a Metadata request sent to a
+// broker (never franz-go's metadata cache, which may be seconds old; auto creation off).
+// Missing topics have Err with IsNotFound. With batching, concurrent callers share requests.
+func (c *Client) DescribeTopics(ctx context.Context, names ...string) (map[string]Topic, error) {
+	if c.batch == nil || len(names) == 0 {
+		return c.describeTopics(ctx, names...)
+	}
+	return c.batch.topics.do(ctx, names, nil)
+}
+
 // describeTopics reads the metadata of the named topics in one Metadata request sent to a
 // broker (never franz-go's metadata cache, which may be seconds old; auto creation off).
 // Missing topics have Err with IsNotFound.
@@ -113,6 +123,22 @@ type CreatedTopic struct {
 	Err error
 }
 
+// CreateTopics creates topics, each with its own partitions, replication factor and configs
+// (CreateTopics to the controller). Per-topic failures are in CreatedTopic.Err. With
+// batching, concurrent callers' topics are created by shared requests of at most
+// Batching.MaxItems topics and about 5000 KRaft records.
+func (c *Client) CreateTopics(ctx context.Context, topics []NewTopic) (map[string]CreatedTopic, error) {
+	if c.batch == nil || len(topics) == 0 {
+		return c.createTopics(ctx, topics)
+	}
+	keys := make([]string, len(topics))
+	payloads := make([]NewTopic, len(topics))
+	for i, t := range topics {
+		keys[i], payloads[i] = t.Name, t
+	}
+	return c.batch.create.do(ctx, keys, payloads)
+}
+
 // createTopics creates many topics in one request to the controller, each with its own
 // partitions, replication factor and configs.
 func (c *Client) createTopics(ctx context.Context, topics []NewTopic) (out_ map[string]CreatedTopic, err_ error) {
@@ -131,7 +157,7 @@ func (c *Client) createTopics(ctx context.Context, topics []NewTopic) (out_ map[
 		return out, nil
 	}
 	req := kmsg.NewPtrCreateTopicsRequest()
-	req.TimeoutMillis = 15000
+	req.TimeoutMillis = int32(c.timeout / time.Millisecond)
 	for _, t := range topics {
 		rt := kmsg.NewCreateTopicsRequestTopic()
 		rt.Topic = t.Name
@@ -166,6 +192,20 @@ func (c *Client) createTopics(ctx context.Context, topics []NewTopic) (out_ map[
 	return out, nil
 }
 
+// GrowPartitions raises each topic's partition count to the given total (CreatePartitions).
+// The map holds each topic's item error. With batching, concurrent callers share requests.
+func (c *Client) GrowPartitions(ctx context.Context, totals map[string]int32) (map[string]error, error) {
+	if c.batch == nil || len(totals) == 0 {
+		return c.growPartitions(ctx, totals)
+	}
+	keys := make([]string, 0, len(totals))
+	payloads := make([]int32, 0, len(totals))
+	for k, v := range totals {
+		keys, payloads = append(keys, k), append(payloads, v)
+	}
+	return c.batch.grow.do(ctx, keys, payloads)
+}
+
 // growPartitions raises each topic's partition count to the given total (CreatePartitions).
 // Item errors: INVALID_PARTITIONS when the total is not larger, UNKNOWN_TOPIC_OR_PARTITION.
 func (c *Client) growPartitions(ctx context.Context, totals map[string]int32) (out_ map[string]error, err_ error) {
@@ -182,7 +222,7 @@ func (c *Client) growPartitions(ctx context.Context, totals map[string]int32) (o
 		return out, nil
 	}
 	req := kmsg.NewPtrCreatePartitionsRequest()
-	req.TimeoutMillis = 15000
+	req.TimeoutMillis = int32(c.timeout / time.Millisecond)
 	for name, n := range totals {
 		rt := kmsg.NewCreatePartitionsRequestTopic()
 		rt.Topic = name

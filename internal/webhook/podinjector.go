@@ -11,10 +11,15 @@
 //
 // The sidecar reaches the brokers the way the KafkaCluster says: TLS material from its
 // Secrets mounted as read-only secret volumes into the sidecar alone (volumes named kqo-*),
-// SASL credentials as environment variables with secretKeyRef. No Secret value is ever
+// an OAUTHBEARER token likewise, other SASL credentials as environment variables with
+// secretKeyRef. No Secret value is ever
 // written into the Pod. Its securityContext satisfies the Pod Security "restricted" profile on
-// its own, and its startupProbe (/readyz on the kqo-metrics port) holds the application's
-// containers back until the sidecar's API answers.
+// its own (it runs as the image's nonroot user 65532 whatever the Pod's runAsUser), it has
+// requests and limits (50m/64Mi, 500m/256Mi unless the route's spec.republisher.resources
+// replaces them) so a namespace's ResourceQuota on limits admits the Pod, and its
+// startupProbe (/readyz on the kqo-metrics port) holds the application's containers back
+// until the sidecar's API answers. A Windows Pod (spec.os.name: windows) is admitted without
+// a sidecar, with a warning: the republisher runs on Linux nodes only.
 package webhook
 
 import (
@@ -28,9 +33,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -51,13 +58,20 @@ const MetricsPortName = "kqo-metrics"
 const (
 	// VolumeKafkaCA holds the KafkaCluster's spec.tls.caSecretRef key, as file CAFile.
 	VolumeKafkaCA = "kqo-kafka-ca"
-	// VolumeKafkaClientCert holds tls.crt and tls.key of spec.tls.clientCertSecretName.
+	// VolumeKafkaClientCert holds the client certificate and key of spec.tls.clientCert (or
+	// the deprecated clientCertSecretName), as files tls.crt and tls.key whatever the keys.
 	VolumeKafkaClientCert = "kqo-kafka-client-cert"
-	// MountKafkaCA and MountKafkaClientCert are the sidecar's mount paths.
+	// VolumeKafkaOAuthToken holds spec.sasl.oauthBearer.tokenSecretRef's key as file
+	// TokenFile; the sidecar reads it at every authentication, so a rotated token is used.
+	VolumeKafkaOAuthToken = "kqo-kafka-oauth-token"
+	// MountKafkaCA, MountKafkaClientCert and MountKafkaOAuthToken are the sidecar's mount paths.
 	MountKafkaCA         = "/var/run/secrets/kafkaqueues.io/kafka-ca"
 	MountKafkaClientCert = "/var/run/secrets/kafkaqueues.io/kafka-client-cert"
+	MountKafkaOAuthToken = "/var/run/secrets/kafkaqueues.io/kafka-oauth-token"
 	// CAFile is the CA bundle's file name in VolumeKafkaCA, whatever the Secret's key.
 	CAFile = "ca.crt"
+	// TokenFile is the token's file name in VolumeKafkaOAuthToken, whatever the Secret's key.
+	TokenFile = "token"
 )
 
 // The webhook configuration should carry an objectSelector on the QueueLabel (matchExpressions
@@ -104,6 +118,12 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 			return admission.Allowed("already injected")
 		}
 	}
+	if pod.Spec.OS != nil && pod.Spec.OS.Name == corev1.Windows {
+		// The sidecar's image and its securityContext (runAsUser, seccomp, capabilities) are
+		// Linux-only; the apiserver would refuse the mutated Pod.
+		return admission.Allowed("windows Pod").WithWarnings(append(warnings, "kafkaqueues.io republisher webhook: the Pod runs on Windows (spec.os.name: windows) "+
+			"and the republisher runs on Linux nodes only; the Pod is admitted without a republisher")...)
+	}
 	ns := req.Namespace
 	if ns == "" {
 		ns = pod.Namespace
@@ -115,6 +135,7 @@ func (p *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	if why := clash(&pod, inj); why != "" {
 		return admission.Allowed("not injected").WithWarnings(append(warnings, "kafkaqueues.io republisher webhook: "+why+"; the Pod is admitted without a republisher")...)
 	}
+	warnings = append(warnings, inj.warnings...)
 	mutated := pod.DeepCopy()
 	mutated.Spec.InitContainers = append(mutated.Spec.InitContainers, inj.container)
 	mutated.Spec.Volumes = append(mutated.Spec.Volumes, inj.volumes...)
@@ -159,11 +180,15 @@ func queueOf(pod *corev1.Pod) (queue, source, why string) {
 type injection struct {
 	container corev1.Container
 	volumes   []corev1.Volume
+	// warnings are admission warnings for a Pod that gets the sidecar (something the sidecar
+	// needs that the webhook cannot give it).
+	warnings []string
 }
 
-// clash says why the injection cannot join pod: an app container of the same name, a port of
-// the sidecar's already declared, a volume of the sidecar's name, or host networking (the
-// sidecar's ports would be the node's).
+// clash says why the injection cannot join pod: an app container of the same name, a TCP
+// port of the sidecar's already declared (the sidecar listens on TCP only, so a UDP or SCTP
+// port of the same number does not clash) or a port of its port's name, a volume of the
+// sidecar's name, or host networking (the sidecar's ports would be the node's).
 func clash(pod *corev1.Pod, inj *injection) string {
 	sidecar := &inj.container
 	if pod.Spec.HostNetwork {
@@ -191,12 +216,36 @@ func clash(pod *corev1.Pod, inj *injection) string {
 			return fmt.Sprintf("container %q already exists", c.Name)
 		}
 		for _, p := range c.Ports {
-			if ports[p.ContainerPort] || (p.Name != "" && p.Name == sidecar.Ports[0].Name) {
-				return fmt.Sprintf("container %q declares port %d (%s), which the sidecar uses", c.Name, p.ContainerPort, p.Name)
+			tcp := p.Protocol == "" || p.Protocol == corev1.ProtocolTCP
+			if (tcp && ports[p.ContainerPort]) || (p.Name != "" && p.Name == sidecar.Ports[0].Name) {
+				return fmt.Sprintf("container %q declares port %d/%s (%s), which the sidecar uses", c.Name, p.ContainerPort, protocolOf(p), p.Name)
 			}
 		}
 	}
 	return ""
+}
+
+func protocolOf(p corev1.ContainerPort) corev1.Protocol {
+	if p.Protocol == "" {
+		return corev1.ProtocolTCP
+	}
+	return p.Protocol
+}
+
+// SidecarUID is the user and group the sidecar runs as: the image's (distroless static:nonroot)
+// nonroot user, 65532. It is set explicitly so that a Pod-level runAsUser (0 above all, which
+// runAsNonRoot would make the kubelet refuse, and a native sidecar that cannot start holds the
+// application back) is never inherited.
+const SidecarUID = 65532
+
+// DefaultResources are the sidecar's resources when the route sets none in
+// spec.republisher.resources (which, when set, replace them whole): limits as well as requests,
+// so that a namespace whose ResourceQuota covers limits.cpu or limits.memory admits the Pod.
+func DefaultResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
+	}
 }
 
 // sidecarFor builds the republisher container (and its volumes) for queue in ns, or explains
@@ -285,10 +334,12 @@ func (p *PodInjector) sidecarFor(ctx context.Context, ns, queue, source string) 
 			{Name: "KQO_METRICS_BIND_ADDRESS", Value: fmt.Sprintf(":%d", metricsPort)},
 		},
 		Ports: []corev1.ContainerPort{{Name: MetricsPortName, ContainerPort: int32(metricsPort)}},
-		// Pod Security "restricted" on its own, whatever the Pod sets: the image runs as
-		// 65532 (distroless nonroot), so no runAsUser is needed.
+		// Pod Security "restricted" on its own, whatever the Pod sets. runAsUser and runAsGroup
+		// are the image's distroless nonroot user, 65532, set explicitly so that a Pod-level
+		// runAsUser (say 0, which runAsNonRoot would refuse) is not inherited.
 		SecurityContext: &corev1.SecurityContext{
 			AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes, RunAsNonRoot: &yes,
+			RunAsUser: ptr.To[int64](SidecarUID), RunAsGroup: ptr.To[int64](SidecarUID),
 			Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
@@ -300,8 +351,11 @@ func (p *PodInjector) sidecarFor(ctx context.Context, ns, queue, source string) 
 			PeriodSeconds: 1, TimeoutSeconds: 1, FailureThreshold: 120,
 		},
 	}
+	c.Resources = DefaultResources()
 	if rs := route.Spec.Republisher; rs != nil {
-		c.Resources = rs.Resources
+		if r := rs.Resources; len(r.Requests) > 0 || len(r.Limits) > 0 || len(r.Claims) > 0 {
+			c.Resources = r // the route's resources replace the defaults whole
+		}
 		if rs.Members != nil {
 			c.Env = append(c.Env, corev1.EnvVar{Name: "KQO_MEMBERS", Value: strconv.Itoa(int(*rs.Members))})
 		}
@@ -309,8 +363,14 @@ func (p *PodInjector) sidecarFor(ctx context.Context, ns, queue, source string) 
 			c.Env = append(c.Env, corev1.EnvVar{Name: "KQO_MAX_RECORDS", Value: strconv.Itoa(int(*rs.MaxRecords))})
 		}
 	}
+	if _, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+		// The Go runtime's soft limit is the container's own memory limit, so it collects
+		// harder before the kernel's OOM killer would act.
+		c.Env = append(c.Env, corev1.EnvVar{Name: "GOMEMLIMIT", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{
+			ContainerName: ContainerName, Resource: "limits.memory"}}})
+	}
 	if sq.Status.TopicName == "" || sq.Status.GroupID == "" {
-		c.Env[1].Value, c.Env[2].Value = topicOrName(sq.Spec.Topic.Name, sq.Name), topicOrName(sq.Spec.GroupID, sq.Name)
+		c.Env[1].Value, c.Env[2].Value = sq.KafkaTopicName(), sq.KafkaGroupID()
 	}
 	inj := &injection{}
 	addSecurity(c, inj, &kc)
@@ -319,21 +379,25 @@ func (p *PodInjector) sidecarFor(ctx context.Context, ns, queue, source string) 
 }
 
 // addSecurity gives the sidecar the KafkaCluster's TLS and SASL settings by reference: secret
-// volumes (only the keys it needs) mounted read-only into the sidecar alone, and secretKeyRef
-// environment variables. The Secrets are in the Pod's namespace, which is the KafkaCluster's.
+// volumes (only the keys it needs, under fixed file names whatever the Secret's key names)
+// mounted read-only into the sidecar alone, and secretKeyRef environment variables. The
+// Secrets are in the Pod's namespace, which is the KafkaCluster's. Only settings that are not
+// secret (mechanism, a literal username, a token endpoint and client id) are values.
 func addSecurity(c *corev1.Container, inj *injection, kc *kqv1.KafkaCluster) {
+	mount := func(volume, path, secret string, items ...corev1.KeyToPath) {
+		inj.volumes = append(inj.volumes, corev1.Volume{Name: volume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: secret, Items: items}}})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: volume, MountPath: path, ReadOnly: true})
+	}
 	if t := kc.Spec.TLS; t != nil {
 		c.Env = append(c.Env, corev1.EnvVar{Name: "KQO_TLS", Value: "true"})
 		if t.CASecretRef != nil {
-			inj.volumes = append(inj.volumes, corev1.Volume{Name: VolumeKafkaCA, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-				SecretName: t.CASecretRef.Name, Items: []corev1.KeyToPath{{Key: t.CASecretRef.Key, Path: CAFile}}}}})
-			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: VolumeKafkaCA, MountPath: MountKafkaCA, ReadOnly: true})
+			mount(VolumeKafkaCA, MountKafkaCA, t.CASecretRef.Name, corev1.KeyToPath{Key: t.CASecretRef.Key, Path: CAFile})
 			c.Env = append(c.Env, corev1.EnvVar{Name: "KQO_TLS_CA_FILE", Value: MountKafkaCA + "/" + CAFile})
 		}
-		if t.ClientCertSecretName != "" {
-			inj.volumes = append(inj.volumes, corev1.Volume{Name: VolumeKafkaClientCert, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-				SecretName: t.ClientCertSecretName, Items: []corev1.KeyToPath{{Key: corev1.TLSCertKey, Path: corev1.TLSCertKey}, {Key: corev1.TLSPrivateKeyKey, Path: corev1.TLSPrivateKeyKey}}}}})
-			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: VolumeKafkaClientCert, MountPath: MountKafkaClientCert, ReadOnly: true})
+		if name, certKey, keyKey := t.ClientCertRef(); name != "" {
+			mount(VolumeKafkaClientCert, MountKafkaClientCert, name,
+				corev1.KeyToPath{Key: certKey, Path: corev1.TLSCertKey}, corev1.KeyToPath{Key: keyKey, Path: corev1.TLSPrivateKeyKey})
 			c.Env = append(c.Env,
 				corev1.EnvVar{Name: "KQO_TLS_CERT_FILE", Value: MountKafkaClientCert + "/" + corev1.TLSCertKey},
 				corev1.EnvVar{Name: "KQO_TLS_KEY_FILE", Value: MountKafkaClientCert + "/" + corev1.TLSPrivateKeyKey})
@@ -342,14 +406,56 @@ func addSecurity(c *corev1.Container, inj *injection, kc *kqv1.KafkaCluster) {
 			c.Env = append(c.Env, corev1.EnvVar{Name: "KQO_TLS_SERVER_NAME", Value: t.ServerName})
 		}
 	}
-	if s := kc.Spec.SASL; s != nil {
-		ref := func(key string) *corev1.EnvVarSource {
-			return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: s.SecretName}, Key: key}}
+	s := kc.Spec.SASL
+	if s == nil {
+		return
+	}
+	ref := func(secret, key string, optional bool) *corev1.EnvVarSource {
+		sel := &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key}
+		if optional {
+			sel.Optional = &optional
 		}
-		c.Env = append(c.Env,
-			corev1.EnvVar{Name: "KQO_SASL_MECHANISM", Value: string(s.Mechanism)},
-			corev1.EnvVar{Name: "KQO_SASL_USERNAME", ValueFrom: ref("username")},
-			corev1.EnvVar{Name: "KQO_SASL_PASSWORD", ValueFrom: ref("password")})
+		return &corev1.EnvVarSource{SecretKeyRef: sel}
+	}
+	c.Env = append(c.Env, corev1.EnvVar{Name: "KQO_SASL_MECHANISM", Value: string(s.Mechanism)})
+	switch s.Mechanism {
+	case kqv1.SASLMechanismOAuthBearer:
+		o := s.OAuthBearer
+		switch {
+		case o == nil:
+		case o.TokenSecretRef != nil:
+			mount(VolumeKafkaOAuthToken, MountKafkaOAuthToken, o.TokenSecretRef.Name, corev1.KeyToPath{Key: o.TokenSecretRef.Key, Path: TokenFile})
+			c.Env = append(c.Env, corev1.EnvVar{Name: "KQO_SASL_OAUTH_TOKEN_FILE", Value: MountKafkaOAuthToken + "/" + TokenFile})
+		case o.ClientCredentials != nil:
+			cc := o.ClientCredentials
+			c.Env = append(c.Env,
+				corev1.EnvVar{Name: "KQO_SASL_OAUTH_TOKEN_ENDPOINT", Value: cc.TokenEndpoint},
+				corev1.EnvVar{Name: "KQO_SASL_OAUTH_CLIENT_ID", Value: cc.ClientID},
+				corev1.EnvVar{Name: "KQO_SASL_OAUTH_CLIENT_SECRET", ValueFrom: ref(cc.ClientSecretRef.Name, cc.ClientSecretRef.Key, false)})
+			if cc.Scope != "" {
+				c.Env = append(c.Env, corev1.EnvVar{Name: "KQO_SASL_OAUTH_SCOPE", Value: cc.Scope})
+			}
+		}
+	case kqv1.SASLMechanismAWSMSKIAM:
+		// The standard AWS variables, which the sidecar reads at every authentication. Without
+		// a Secret the sidecar has whatever the Pod gives it.
+		if a := s.AWSMSKIAM; a != nil && a.SecretName != "" {
+			idKey, secretKey, tokenKey := a.Keys()
+			c.Env = append(c.Env,
+				corev1.EnvVar{Name: "AWS_ACCESS_KEY_ID", ValueFrom: ref(a.SecretName, idKey, false)},
+				corev1.EnvVar{Name: "AWS_SECRET_ACCESS_KEY", ValueFrom: ref(a.SecretName, secretKey, false)},
+				corev1.EnvVar{Name: "AWS_SESSION_TOKEN", ValueFrom: ref(a.SecretName, tokenKey, true)})
+		} else {
+			inj.warnings = append(inj.warnings, fmt.Sprintf("kafkaqueues.io republisher webhook: KafkaCluster %s uses AWS_MSK_IAM without spec.sasl.awsMskIam.secretName, "+
+				"so the sidecar %s needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in its own environment (web identity is not supported) and will not start without them; see docs/msk.md", kc.Name, ContainerName))
+		}
+	default: // PLAIN, SCRAM
+		if s.Username != "" {
+			c.Env = append(c.Env, corev1.EnvVar{Name: "KQO_SASL_USERNAME", Value: s.Username})
+		} else {
+			c.Env = append(c.Env, corev1.EnvVar{Name: "KQO_SASL_USERNAME", ValueFrom: ref(s.SecretName, s.UsernameKeyOrDefault(), false)})
+		}
+		c.Env = append(c.Env, corev1.EnvVar{Name: "KQO_SASL_PASSWORD", ValueFrom: ref(s.SecretName, s.PasswordKeyOrDefault(), false)})
 	}
 }
 
@@ -359,13 +465,6 @@ func leaseOf(sq *kqv1.ShareQueue) time.Duration {
 		return d.Duration
 	}
 	return 30 * time.Second
-}
-
-func topicOrName(v, name string) string {
-	if v != "" {
-		return v
-	}
-	return name
 }
 
 var _ admission.Handler = (*PodInjector)(nil)

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -179,10 +180,33 @@ func sidecarProcess(t *testing.T, c client.Client, p *corev1.Pod, bin string) (*
 		case e.ValueFrom.SecretKeyRef != nil:
 			s := secret(e.ValueFrom.SecretKeyRef.Name)
 			b, ok := s.Data[e.ValueFrom.SecretKeyRef.Key]
+			if !ok && e.ValueFrom.SecretKeyRef.Optional != nil && *e.ValueFrom.SecretKeyRef.Optional {
+				continue // the kubelet leaves an optional variable of a missing key unset
+			}
 			if !ok {
 				t.Fatalf("env %s: Secret %s has no key %s", e.Name, s.Name, e.ValueFrom.SecretKeyRef.Key)
 			}
 			v = string(b)
+		case e.ValueFrom.ResourceFieldRef != nil:
+			// The downward API: the named container's resource, in units of the divisor (1).
+			rf := e.ValueFrom.ResourceFieldRef
+			var q resource.Quantity
+			found := false
+			for _, ct := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
+				if ct.Name != rf.ContainerName {
+					continue
+				}
+				kind, name, _ := strings.Cut(rf.Resource, ".")
+				list := ct.Resources.Limits
+				if kind == "requests" {
+					list = ct.Resources.Requests
+				}
+				q, found = list[corev1.ResourceName(name)]
+			}
+			if !found || !rf.Divisor.IsZero() && rf.Divisor.Cmp(resource.MustParse("1")) != 0 {
+				t.Fatalf("env %s: resourceFieldRef %+v names no resource this test resolves", e.Name, rf)
+			}
+			v = strconv.FormatInt(q.Value(), 10)
 		default:
 			t.Fatalf("env %s: unexpected source %+v", e.Name, e.ValueFrom)
 		}
@@ -281,38 +305,7 @@ func TestSidecarConnectsWithSASLAndTLS(t *testing.T) {
 	// The queues' topics and group configs, made over the plaintext listener as the operator
 	// would (the delivery limit one above the application's attempts).
 	const attempts = 3
-	admin, err := kafka.NewClient(kafka.Config{BootstrapServers: k.BootstrapServers()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	var topics []kafka.NewTopic
-	var alts []kafka.Alteration
-	for _, q := range []string{"sasl-orders", "tls-orders"} {
-		topics = append(topics, kafka.NewTopic{Name: q, Partitions: 1, ReplicationFactor: 1}, kafka.NewTopic{Name: "dlq." + q, Partitions: 1, ReplicationFactor: 1})
-		alts = append(alts, kafka.Alteration{Resource: kafka.ResourceKey{Type: kafka.GroupResource, Name: q}, Configs: []kafka.AlterConfig{
-			{Name: "share.auto.offset.reset", Op: kafka.OpSet, Value: "earliest"},
-			{Name: "share.delivery.count.limit", Op: kafka.OpSet, Value: strconv.Itoa(attempts + 1)},
-		}})
-	}
-	res, err := admin.CreateTopics(ctx, topics)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for n, r := range res {
-		if r.Err != nil {
-			t.Fatalf("creating %s: %v", n, r.Err)
-		}
-	}
-	altRes, err := admin.IncrementalAlterConfigs(ctx, alts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for key, err := range altRes {
-		if err != nil {
-			t.Fatalf("group configs of %s: %v", key.Name, err)
-		}
-	}
+	makeQueues(ctx, t, k.BootstrapServers(), attempts, "sasl-orders", "tls-orders")
 
 	// The sidecar's ports are free ones here, as this machine is not a Pod.
 	r := startWebhookRig(t, &webhook.PodInjector{Image: "example.com/kqo:test", APIPort: freePort(t), MetricsPort: freePort(t)})
@@ -540,6 +533,45 @@ func TestSidecarPassesPodSecurityRestricted(t *testing.T) {
 		}
 		if w := r.warn.take(); len(w) != 0 {
 			t.Errorf("%s: warnings %v", tc.name, w)
+		}
+	}
+}
+
+// makeQueues creates each queue's topic and its "dlq." dead-letter topic (one partition) and
+// sets its share group to start at the earliest offset with a delivery limit one above the
+// application's attempts, as the operator would for a Republisher route.
+func makeQueues(ctx context.Context, t *testing.T, bootstrap []string, attempts int, queues ...string) {
+	t.Helper()
+	admin, err := kafka.NewClient(kafka.Config{BootstrapServers: bootstrap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	var topics []kafka.NewTopic
+	var alts []kafka.Alteration
+	for _, q := range queues {
+		topics = append(topics, kafka.NewTopic{Name: q, Partitions: 1, ReplicationFactor: 1}, kafka.NewTopic{Name: "dlq." + q, Partitions: 1, ReplicationFactor: 1})
+		alts = append(alts, kafka.Alteration{Resource: kafka.ResourceKey{Type: kafka.GroupResource, Name: q}, Configs: []kafka.AlterConfig{
+			{Name: "share.auto.offset.reset", Op: kafka.OpSet, Value: "earliest"},
+			{Name: "share.delivery.count.limit", Op: kafka.OpSet, Value: strconv.Itoa(attempts + 1)},
+		}})
+	}
+	res, err := admin.CreateTopics(ctx, topics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, r := range res {
+		if r.Err != nil {
+			t.Fatalf("creating %s: %v", n, r.Err)
+		}
+	}
+	altRes, err := admin.IncrementalAlterConfigs(ctx, alts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, err := range altRes {
+		if err != nil {
+			t.Fatalf("group configs of %s: %v", key.Name, err)
 		}
 	}
 }

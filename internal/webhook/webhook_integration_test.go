@@ -211,7 +211,8 @@ func TestInjectsTheRepublisherIntoLabelledPods(t *testing.T) {
 	sc := side.SecurityContext
 	if sc == nil || !ptr.Deref(sc.RunAsNonRoot, false) || ptr.Deref(sc.AllowPrivilegeEscalation, true) || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) ||
 		sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" || len(sc.Capabilities.Add) != 0 ||
-		sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault || sc.RunAsUser != nil || sc.Privileged != nil {
+		sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault || ptr.Deref(sc.RunAsUser, 0) != webhook.SidecarUID ||
+		ptr.Deref(sc.RunAsGroup, 0) != webhook.SidecarUID || sc.Privileged != nil {
 		t.Errorf("sidecar securityContext %+v does not meet the restricted profile on its own", sc)
 	}
 	if pr := side.StartupProbe; pr == nil || pr.HTTPGet == nil || pr.HTTPGet.Path != "/readyz" || pr.HTTPGet.Port.String() != webhook.MetricsPortName ||

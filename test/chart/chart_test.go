@@ -146,7 +146,7 @@ func TestReadmeInstallIsTheDocsInstall(t *testing.T) {
 	}
 	// Every marked block of docs/install.md is run by some test below.
 	run := map[string]bool{"install": true, "install-without-kafka": true, "add-kafka": true, "own-kafkacluster": true,
-		"queue": true, "upgrade": true, "migrate-from-0.1": true, "uninstall": true, "reinstall": true}
+		"queue": true, "upgrade": true, "migrate-from-0.1": true, "uninstall": true, "reinstall": true, "gitops": true}
 	for name := range docBlocks(t, "docs/install.md") {
 		if !run[name] {
 			t.Errorf("docs/install.md block %q is run by no test", name)

@@ -222,3 +222,20 @@ func TestDocsMigrateFromChart01(t *testing.T) {
 	// And the next upgrade is the ordinary one.
 	sh.runBlock(block(t, "docs/install.md", "upgrade"), nil)
 }
+
+// TestDocsGitOpsRenderedManifests: the charts rendered with helm template and applied with
+// kubectl, CRDs first, as docs/install.md shows for GitOps tools.
+func TestDocsGitOpsRenderedManifests(t *testing.T) {
+	cfg, admin := freshCluster(t)
+	ctx := context.Background()
+	sh := newUserShell(t, cfg)
+	sh.runBlock(block(t, "docs/install.md", "gitops"), nil)
+	var kc kqv1.KafkaCluster
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: "kqo-system", Name: "kafka"}, &kc); err != nil {
+		t.Fatalf("the rendered KafkaCluster was not applied: %v", err)
+	}
+	var dep appsv1.Deployment
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: "kqo-system", Name: "kqo-kafka-queue-operator"}, &dep); err != nil {
+		t.Fatalf("the rendered Deployment was not applied: %v", err)
+	}
+}

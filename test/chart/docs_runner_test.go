@@ -104,11 +104,13 @@ func commands(blockText string) []string {
 	return out
 }
 
-// userShell runs commands the way a user's shell would: bash, in the repository root, with the
-// pinned helm and the rig's kubectl first on PATH, a kubeconfig for the test apiserver and
+// userShell runs commands the way a user's shell would: bash, in a directory of its own where
+// charts/ is the repository's (so files the commands write stay out of the repository), with
+// the pinned helm and the rig's kubectl first on PATH, a kubeconfig for the test apiserver and
 // Helm's own directories in a temp dir.
 type userShell struct {
 	t       *testing.T
+	dir     string
 	env     []string
 	replace map[string]string // literal text → replacement (only the broker address)
 }
@@ -127,7 +129,14 @@ func newUserShell(t *testing.T, cfg *rest.Config) *userShell {
 		"HELM_CONFIG_HOME="+filepath.Join(dir, "helm-config"),
 		"HELM_DATA_HOME="+filepath.Join(dir, "helm-data"),
 	)
-	return &userShell{t: t, env: env, replace: map[string]string{}}
+	work := filepath.Join(dir, "work")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(rig.RepoRoot(), "charts"), filepath.Join(work, "charts")); err != nil {
+		t.Fatal(err)
+	}
+	return &userShell{t: t, dir: work, env: env, replace: map[string]string{}}
 }
 
 // run runs one command and returns its combined output; a failing command fails the test.
@@ -147,7 +156,7 @@ func (s *userShell) try(cmd string) (string, error) {
 		cmd = strings.ReplaceAll(cmd, from, to)
 	}
 	c := exec.Command("bash", "-euo", "pipefail", "-c", cmd)
-	c.Dir = rig.RepoRoot()
+	c.Dir = s.dir
 	c.Env = s.env
 	var out bytes.Buffer
 	c.Stdout, c.Stderr = &out, &out

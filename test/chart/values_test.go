@@ -51,7 +51,15 @@ func TestValuesSchemaRejectsBadValues(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--set", "replicaCount=0"}, "replicaCount"},
+		{[]string{"--set", "replicaCount=-1"}, "replicaCount"},
+		{[]string{"--set", "fullnameOverride=" + strings.Repeat("a", 56)}, "fullnameOverride"},
+		{[]string{"--set", "podDisruptionBudget.maxUnavailable=150%"}, "maxUnavailable"},
+		{[]string{"--set", "serviceAccount.name=Bad_Name"}, "name"},
+		{[]string{"--set", "priorityClassName=Bad_Prio"}, "priorityClassName"},
+		{[]string{"--set-json", `webhook.namespaceSelector={"matchExpressions":[{"key":"team","operator":"In"}]}`}, "values"},
+		{[]string{"--set-json", `webhook.objectSelector={"matchExpressions":[{"key":"bad key!","operator":"Exists"}]}`}, "key"},
+		{[]string{"--set-json", `webhook.certManager.issuerRef={"kind":"ClusterIssuer"}`}, "name"},
+		{[]string{"--set-json", `kafka.tls={"caSecretRef":{"name":"","key":""}}`}, "caSecretRef"},
 		{[]string{"--set", "image.pullPolicy=Sometimes"}, "pullPolicy"},
 		{[]string{"--set", "image.repository="}, "repository"},
 		{[]string{"--set", "image.digest=latest"}, "digest"},
@@ -68,6 +76,8 @@ func TestValuesSchemaRejectsBadValues(t *testing.T) {
 		{[]string{"--set", "crds.install=true"}, "crds"}, // the CRDs are the kafka-queue-operator-crds chart now
 		{[]string{"--set", "noSuchValue=1"}, "noSuchValue"},
 		{[]string{"--set", "kafka.sasl.mechanism=GSSAPI"}, "sasl"},
+		{[]string{"--set-json", `kafka.sasl={"mechanism":"OAUTHBEARER","oauthBearer":{"clientCredentials":{"clientId":"a","clientSecretRef":{"name":"s","key":"k"}}}}`}, "tokenEndpoint"},
+		{[]string{"--set-json", `kafka.tls={"clientCert":{"certKey":"user.crt"}}`}, "secretName"},
 		{[]string{"--set", `podLabels.app\.kubernetes\.io/name=x`}, "podLabels"},
 		{[]string{"--set", "nameOverride=Bad_Name"}, "nameOverride"},
 		{[]string{"--set", "fullnameOverride=-x"}, "fullnameOverride"},
@@ -98,8 +108,38 @@ func TestValuesSchemaRejectsBadValues(t *testing.T) {
 			}
 		})
 	}
-	if _, err := render("--set", "kafka.bootstrapServers={a:9092,b:9093}", "--set", "kafka.featurePolicy=Finalize", "--set", "kafka.targetShareVersion=1"); err != nil {
-		t.Errorf("valid values refused: %v", err)
+	for _, args := range [][]string{
+		{"--set", "kafka.bootstrapServers={a:9092,b:9093}", "--set", "kafka.featurePolicy=Finalize", "--set", "kafka.targetShareVersion=1"},
+		{"--set", "replicaCount=0"}, // scaled down for maintenance
+		{"--set", "image.digest=sha512:" + strings.Repeat("ab", 64)},
+		{"--set", "podDisruptionBudget.enabled=true", "--set", "podDisruptionBudget.maxUnavailable=50%"},
+	} {
+		if _, err := render(args...); err != nil {
+			t.Errorf("valid values %v refused: %v", args, err)
+		}
+	}
+	// Combinations the schema cannot see are refused by the templates, naming the values.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--set", "metrics.port=9443"}, "webhook.port and metrics.port are both 9443"},
+		{[]string{"--set", "webhook.port=8081"}, "health probe port"},
+		{[]string{"--set", "replicaCount=2", "--set", "leaderElection.enabled=false"}, "enable leader election"},
+	} {
+		if _, err := render(tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want one saying %q", tc.args, err, tc.want)
+		}
+	}
+	// Credentials as Strimzi lays them out pass through to the KafkaCluster.
+	out, err := render("--set", "kafka.bootstrapServers={a:9092}",
+		"--set-json", `kafka.sasl={"mechanism":"SCRAM-SHA-512","secretName":"app","username":"app"}`,
+		"--set-json", `kafka.tls={"caSecretRef":{"name":"my-cluster-cluster-ca-cert","key":"ca.crt"},"clientCert":{"secretName":"app","certKey":"user.crt","keyKey":"user.key"}}`)
+	if err != nil {
+		t.Fatalf("Strimzi-layout credentials refused: %v", err)
+	}
+	if !strings.Contains(out, "username: app") || !strings.Contains(out, "certKey: user.crt") {
+		t.Errorf("credentials not rendered into the KafkaCluster:\n%s", out[strings.Index(out, "kind: KafkaCluster"):])
 	}
 	// The CRD chart's schema too.
 	if _, err := helm("template", "x", crdChartDir, "--kube-version", "1.37.2", "--set", "keep=maybe"); err == nil || !strings.Contains(err.Error(), "keep") {
@@ -107,7 +147,7 @@ func TestValuesSchemaRejectsBadValues(t *testing.T) {
 	}
 	// Regression: tls {} rendered no tls at all (plaintext), and empty strings rendered
 	// fields the CRD refuses.
-	out, err := render("--set", "kafka.bootstrapServers={a:9092}",
+	out, err = render("--set", "kafka.bootstrapServers={a:9092}",
 		"--set-json", `kafka.tls={"clientCertSecretName":"","serverName":""}`, "--set-string", "kafka.name=123")
 	if err != nil {
 		t.Fatal(err)
@@ -223,6 +263,40 @@ func TestChartConventions(t *testing.T) {
 	find(t, out, "Deployment", "kqo-queue-operator", &dep)
 	if dep.Spec.Selector.MatchLabels["app.kubernetes.io/name"] != "queue-operator" {
 		t.Errorf("nameOverride: selector %v", dep.Spec.Selector.MatchLabels)
+	}
+	// Regression: minAvailable 0 rendered as 1 (a falsy default), which blocks drains.
+	out, err = render("--set", "podDisruptionBudget.enabled=true", "--set", "podDisruptionBudget.minAvailable=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	find(t, out, "PodDisruptionBudget", "kqo-kafka-queue-operator", &pdb)
+	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 0 {
+		t.Errorf("minAvailable 0 rendered as %v", pdb.Spec.MinAvailable)
+	}
+	// A long release name still gives Service names within 63 characters.
+	out, err = helm("template", strings.Repeat("a", 50), chartDir, "--namespace", "kqo-system", "--kube-version", "1.37.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range objects(t, out) {
+		if u.GetKind() == "Service" && len(u.GetName()) > 63 {
+			t.Errorf("Service name %q is %d characters", u.GetName(), len(u.GetName()))
+		}
+	}
+	// extraEnv may set GOMEMLIMIT itself (no duplicate env entry).
+	out, err = render("--set-json", `extraEnv=[{"name":"GOMEMLIMIT","value":"200MiB"}]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	find(t, out, "Deployment", "kqo-kafka-queue-operator", &dep)
+	n := 0
+	for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == "GOMEMLIMIT" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d GOMEMLIMIT entries", n)
 	}
 	// Defaults: no PodDisruptionBudget with one replica, failurePolicy Ignore.
 	out, err = render()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -50,6 +51,12 @@ type KafkaOptions struct {
 	// TLS, when set, adds an SSL listener serving this PEM certificate chain and PKCS#8 key.
 	// Node.TLSPort is its port.
 	TLS *TLSMaterial
+	// OAuthBearer, when set, adds a SASL_PLAINTEXT listener (named OAUTH) with only
+	// OAUTHBEARER enabled, validated by Kafka's built-in unsecured validator
+	// (OAuthBearerUnsecuredValidatorCallbackHandler, the default without a JWKS endpoint): it
+	// accepts an unsigned JWT (alg "none") whose sub claim is the principal; see
+	// UnsecuredJWT. Node.OAuthPort is its port.
+	OAuthBearer bool
 	// Log receives progress lines (default: discarded).
 	Log func(format string, args ...any)
 	// StartTimeout bounds one attempt at bringing every broker into the metadata (default
@@ -65,7 +72,9 @@ type Node struct {
 	// SASLPort is the SASL_PLAINTEXT listener's port (0 without KafkaOptions.SASLUsers).
 	SASLPort int
 	// TLSPort is the SSL listener's port (0 without KafkaOptions.TLS).
-	TLSPort   int
+	TLSPort int
+	// OAuthPort is the OAUTHBEARER listener's port (0 without KafkaOptions.OAuthBearer).
+	OAuthPort int
 	Dir       string
 	LogFile   string
 	propsFile string
@@ -157,18 +166,23 @@ func startKafkaOnce(ctx context.Context, opts KafkaOptions, cp string) (*Kafka, 
 		k.ClusterID = base64.RawURLEncoding.EncodeToString(id[:])
 	}
 
-	ports, err := freePorts(4 * opts.Brokers)
+	const portsPerNode = 5
+	ports, err := freePorts(portsPerNode * opts.Brokers)
 	if err != nil {
 		return nil, err
 	}
 	var voters []string
 	for i := 0; i < opts.Brokers; i++ {
-		n := &Node{ID: int32(i + 1), Port: ports[4*i], ControllerPort: ports[4*i+1]}
+		p := ports[portsPerNode*i:]
+		n := &Node{ID: int32(i + 1), Port: p[0], ControllerPort: p[1]}
 		if len(opts.SASLUsers) > 0 {
-			n.SASLPort = ports[4*i+2]
+			n.SASLPort = p[2]
 		}
 		if opts.TLS != nil {
-			n.TLSPort = ports[4*i+3]
+			n.TLSPort = p[3]
+		}
+		if opts.OAuthBearer {
+			n.OAuthPort = p[4]
 		}
 		n.Dir = filepath.Join(k.Options.Dir, fmt.Sprintf("node-%d", n.ID))
 		n.LogFile = filepath.Join(n.Dir, "server.log")
@@ -232,6 +246,15 @@ func startKafkaOnce(ctx context.Context, opts KafkaOptions, cp string) (*Kafka, 
 				props["listener.name.ssl.ssl.truststore.type"] = "PEM"
 				props["listener.name.ssl.ssl.truststore.certificates"] = propEscape(opts.TLS.ClientCAPEM)
 			}
+		}
+		if n.OAuthPort != 0 {
+			props["listeners"] += fmt.Sprintf(",OAUTH://127.0.0.1:%d", n.OAuthPort)
+			props["advertised.listeners"] += fmt.Sprintf(",OAUTH://127.0.0.1:%d", n.OAuthPort)
+			props["listener.security.protocol.map"] += ",OAUTH:SASL_PLAINTEXT"
+			props["listener.name.oauth.sasl.enabled.mechanisms"] = "OAUTHBEARER"
+			// The login module's unsecured claim is the broker's own (unused) login; clients'
+			// tokens go to the default server callback, the unsecured validator.
+			props["listener.name.oauth.oauthbearer.sasl.jaas.config"] = `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker";`
 		}
 		maps.Copy(props, opts.BrokerProps)
 		if err := os.MkdirAll(n.Dir, 0o755); err != nil {
@@ -306,6 +329,29 @@ func (k *Kafka) SASLBootstrapServers() []string {
 		}
 	}
 	return s
+}
+
+// OAuthBootstrapServers returns host:port of every node's OAUTHBEARER listener.
+func (k *Kafka) OAuthBootstrapServers() []string {
+	var s []string
+	for _, n := range k.Nodes {
+		if n.OAuthPort != 0 {
+			s = append(s, fmt.Sprintf("127.0.0.1:%d", n.OAuthPort))
+		}
+	}
+	return s
+}
+
+// UnsecuredJWT is a token the OAUTHBEARER listener's unsecured validator accepts: an
+// unsigned JWT (header {"alg":"none"}, empty signature) with the claims sub, iat and exp
+// (now + lifetime).
+func UnsecuredJWT(sub string, lifetime time.Duration) string {
+	enc := func(v any) string {
+		b, _ := json.Marshal(v)
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	now := time.Now()
+	return enc(map[string]string{"alg": "none"}) + "." + enc(map[string]any{"sub": sub, "iat": now.Unix(), "exp": now.Add(lifetime).Unix()}) + "."
 }
 
 // Bootstrap returns the comma-separated bootstrap list.

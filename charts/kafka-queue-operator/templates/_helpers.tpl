@@ -4,13 +4,27 @@
 {{- end -}}
 
 {{- /* Prefix of every object's name: fullnameOverride, else <release>-<name> (just <release>
-       when it already contains the name). */ -}}
+       when it already contains the name). At most 55 characters, so the Services
+       <fullname>-metrics and <fullname>-webhook stay within DNS labels' 63. */ -}}
 {{- define "kqo.fullname" -}}
 {{- if .Values.fullnameOverride -}}
-{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- .Values.fullnameOverride | trunc 55 | trimSuffix "-" -}}
 {{- else -}}
 {{- $name := include "kqo.name" . -}}
-{{- if contains $name .Release.Name -}}{{ .Release.Name | trunc 63 | trimSuffix "-" }}{{- else -}}{{ printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}{{- end -}}
+{{- if contains $name .Release.Name -}}{{ .Release.Name | trunc 55 | trimSuffix "-" }}{{- else -}}{{ printf "%s-%s" .Release.Name $name | trunc 55 | trimSuffix "-" }}{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- /* Combinations of values that the schema cannot refuse on its own. */ -}}
+{{- define "kqo.validate" -}}
+{{- if and .Values.webhook.enabled (eq (int .Values.webhook.port) (int .Values.metrics.port)) .Values.metrics.enabled -}}
+{{- fail (printf "webhook.port and metrics.port are both %v: give them different ports" .Values.webhook.port) -}}
+{{- end -}}
+{{- if and .Values.webhook.enabled (eq (int .Values.webhook.port) 8081) -}}
+{{- fail "webhook.port 8081 is the manager's health probe port: choose another" -}}
+{{- end -}}
+{{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) -}}
+{{- fail (printf "replicaCount %v with leaderElection.enabled=false would run %v active managers against the same queues: enable leader election" .Values.replicaCount .Values.replicaCount) -}}
 {{- end -}}
 {{- end -}}
 
