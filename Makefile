@@ -99,11 +99,12 @@ helm-lint: ## Lint and render both charts (helm from the Go module proxy, pinned
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager, republisher and kqctl binaries into bin/ (bin/kubectl-kq is the kubectl plugin name).
+build: ## Build the manager, republisher and kqctl binaries into bin/ (bin/kubectl-kq is the kubectl plugin, bin/kubectl_complete-kq its completion).
 	CGO_ENABLED=0 go build -trimpath -o bin/manager ./cmd/manager
 	CGO_ENABLED=0 go build -trimpath -o bin/republisher ./cmd/republisher
 	CGO_ENABLED=0 go build -trimpath -o bin/kqctl ./cmd/kqctl
 	ln -sf kqctl bin/kubectl-kq
+	ln -sf kqctl bin/kubectl_complete-kq
 
 .PHONY: docker-build
 docker-build: ## Build the container image (needs a Docker engine).

@@ -58,6 +58,9 @@ type ShareQueueReconciler struct {
 	Concurrency int
 	// FinalizerTimeout bounds how long deletion waits for an unreachable cluster.
 	FinalizerTimeout time.Duration
+
+	// strimzi finds the Strimzi KafkaTopics managing a queue's topic (strimzi.go).
+	strimzi *strimziTopics
 }
 
 // +kubebuilder:rbac:groups=kafkaqueues.io,resources=sharequeues,verbs=get;list;watch;update;patch
@@ -81,6 +84,9 @@ type queueScope struct {
 	plan   queuePlan
 	res    applyResult
 	logKV  []any // the cluster, topic and group, for the log lines of this reconcile
+	// strimziOwned is the Conflict message when a Strimzi KafkaTopic manages the topic: the
+	// plan then keeps no topic write ("" otherwise).
+	strimziOwned string
 }
 
 // Reconcile brings one ShareQueue's topic and group in line with its spec. It reads as its
@@ -109,6 +115,7 @@ func (r *ShareQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		step{"ownership", q.checkOwnership},
 		step{"observe", q.observe},
 		step{"plan", q.planChanges},
+		step{"strimzi", q.leaveTopicToStrimzi},
 		step{"record creation intent", q.recordCreationIntent},
 		step{"apply", q.apply},
 		step{"status", q.status},
@@ -187,7 +194,9 @@ func (q *queueScope) connect(ctx context.Context) error {
 }
 
 // checkOwnership: one owner per (cluster, topic) and (cluster, group), and a queue's topic is
-// never a route's dead-letter topic. A queue in Conflict makes no Kafka change (stalled).
+// never a route's dead-letter topic. A queue in Conflict makes no Kafka change (stalled). A
+// topic managed by a Strimzi KafkaTopic is a Conflict too, but only the topic is left alone:
+// the reconcile goes on and writes the group's configs (checkStrimzi).
 func (q *queueScope) checkOwnership(ctx context.Context) error {
 	sq := q.sq
 	others, err := q.r.claimants(ctx, sq, &q.kc)
@@ -201,6 +210,8 @@ func (q *queueScope) checkOwnership(ctx context.Context) error {
 		return err
 	} else if route != "" {
 		msg = fmt.Sprintf("topic %s on this Kafka cluster is the dead-letter topic of %s; this ShareQueue makes no Kafka change until it names another topic", sq.Status.TopicName, route)
+	} else if owned, err := q.checkStrimzi(ctx); err != nil || owned {
+		return err
 	}
 	conflictStatus(&sq.Status, msg, q.gen)
 	if msg != "" {
@@ -460,7 +471,8 @@ func (r *ShareQueueReconciler) event(obj *kqv1.ShareQueue, typ, reason, action, 
 }
 
 // SetupWithManager registers the controller, the clusterRef index and the KafkaCluster watch
-// (a cluster's status change — share.version, bounds, connection — re-plans its queues).
+// (a cluster's status change — share.version, bounds, connection — re-plans its queues), and
+// the Strimzi KafkaTopic watch once that CRD is found (setupStrimzi).
 func (r *ShareQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.ResyncInterval == 0 {
 		r.ResyncInterval = 10 * time.Minute
@@ -487,7 +499,7 @@ func (r *ShareQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return err
 		}
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	c, err := ctrl.NewControllerManagedBy(mgr).
 		For(&kqv1.ShareQueue{}, builderWithGenerationOrAnnotationChange()).
 		Watches(&kqv1.KafkaCluster{}, handler.EnqueueRequestsFromMapFunc(r.queuesOfCluster)).
 		Watches(&kqv1.DeadLetterRoute{}, handler.EnqueueRequestsFromMapFunc(queueOfRoute)).
@@ -500,7 +512,11 @@ func (r *ShareQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, 2*time.Minute),
 		}).
 		Named("sharequeue").
-		Complete(r)
+		Build(r)
+	if err != nil {
+		return err
+	}
+	return r.setupStrimzi(mgr, c)
 }
 
 // syncDeadLetterStatus copies the queue's DeadLetterRoute (the oldest live one naming it) into

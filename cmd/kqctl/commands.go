@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -27,17 +26,17 @@ import (
 	"github.com/kafkaqueues/kafka-queue-operator/internal/sqsimport"
 )
 
-func newClient(kubeconfig string) (client.Client, string, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if kubeconfig != "" {
-		rules.ExplicitPath = kubeconfig
-	}
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
-	cfg, err := cc.ClientConfig()
+// newClient builds a client from the kubeconfig flags (--kubeconfig, --context, -n, --as, ...)
+// and returns the namespace they select: -n, else the context's, else default.
+func newClient(cf *genericclioptions.ConfigFlags) (client.Client, string, error) {
+	cfg, err := cf.ToRESTConfig()
 	if err != nil {
 		return nil, "", fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	ns, _, _ := cc.Namespace()
+	ns, _, err := cf.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return nil, "", fmt.Errorf("loading kubeconfig: %w", err)
+	}
 	if ns == "" {
 		ns = "default"
 	}
@@ -48,18 +47,23 @@ func newClient(kubeconfig string) (client.Client, string, error) {
 	return c, ns, err
 }
 
+// runImportSQS runs `kqctl import sqs args...`.
 func runImportSQS(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("kqctl import sqs", flag.ContinueOnError)
-	file := fs.String("f", "", "SQS attributes JSON (output of aws sqs get-queue-attributes --attribute-names All); - for stdin")
-	name := fs.String("name", "", "ShareQueue name (default: from QueueArn)")
-	ns := fs.String("n", "", "namespace of the generated resources")
-	cluster := fs.String("cluster", "", "KafkaCluster for spec.clusterRef (default kafka); when given, the result is checked against that live cluster's bounds (needs a kubeconfig)")
-	noCheck := fs.Bool("no-check", false, "with --cluster, only set clusterRef; do not contact the apiserver")
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig path (default: $KUBECONFIG or ~/.kube/config)")
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
+	return run(append([]string{"import", "sqs"}, args...), stdout, stderr)
+}
+
+type importOptions struct {
+	file, name        string
+	kafkaCluster      string
+	deprecatedCluster string // --cluster, the old name of --kafka-cluster
+	noCheck           bool
+}
+
+func (o *importOptions) run(cf *genericclioptions.ConfigFlags, stdout, stderr io.Writer) error {
+	file, name, cluster, noCheck := &o.file, &o.name, &o.kafkaCluster, &o.noCheck
+	// -n names the generated resources' namespace; without it they have none and the
+	// check looks in the kubeconfig's namespace.
+	ns := *cf.Namespace
 	if *file == "" {
 		return errors.New("-f is required")
 	}
@@ -77,7 +81,7 @@ func runImportSQS(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	res, err := sqsimport.Convert(attrs, sqsimport.Options{Name: *name, Namespace: *ns, Cluster: *cluster})
+	res, err := sqsimport.Convert(attrs, sqsimport.Options{Name: *name, Namespace: ns, Cluster: *cluster})
 	if err != nil {
 		return err
 	}
@@ -91,28 +95,28 @@ func runImportSQS(args []string, stdout, stderr io.Writer) error {
 	if *cluster == "" || *noCheck {
 		return nil
 	}
-	c, defNS, err := newClient(*kubeconfig)
+	c, defNS, err := newClient(cf)
 	if err != nil {
 		return err
 	}
-	if *ns == "" {
-		*ns = defNS
+	if ns == "" {
+		ns = defNS
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var kc kqv1.KafkaCluster
-	if err := c.Get(ctx, client.ObjectKey{Namespace: *ns, Name: *cluster}, &kc); err != nil {
-		return fmt.Errorf("reading KafkaCluster %s/%s: %w", *ns, *cluster, err)
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: *cluster}, &kc); err != nil {
+		return fmt.Errorf("reading KafkaCluster %s/%s: %w", ns, *cluster, err)
 	}
 	problems := sqsimport.Check(res, kc.Status.ShareBounds)
 	if len(problems) == 0 {
-		fmt.Fprintf(stderr, "check: every value fits KafkaCluster %s/%s's bounds\n", *ns, *cluster)
+		fmt.Fprintf(stderr, "check: every value fits KafkaCluster %s/%s's bounds\n", ns, *cluster)
 		return nil
 	}
 	for _, p := range problems {
 		fmt.Fprintf(stderr, "check: %s\n", p)
 	}
-	return fmt.Errorf("%d value(s) would be refused by KafkaCluster %s/%s", len(problems), *ns, *cluster)
+	return fmt.Errorf("%d value(s) would be refused by KafkaCluster %s/%s", len(problems), ns, *cluster)
 }
 
 // queueRow is one line of kqctl status.
@@ -134,25 +138,25 @@ type queueRow struct {
 	Message            string `json:"message,omitempty"`
 }
 
+// runStatus runs `kqctl status args...`.
 func runStatus(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("kqctl status", flag.ContinueOnError)
-	ns := fs.String("n", "", "namespace (default: the kubeconfig's)")
-	all := fs.Bool("A", false, "all namespaces")
-	output := fs.String("o", "table", "output: table, yaml or json")
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig path")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	c, defNS, err := newClient(*kubeconfig)
+	return run(append([]string{"status"}, args...), stdout, os.Stderr)
+}
+
+type statusOptions struct {
+	allNamespaces bool
+	output        string
+}
+
+func (o *statusOptions) run(cf *genericclioptions.ConfigFlags, stdout io.Writer) error {
+	all, output := &o.allNamespaces, &o.output
+	c, ns, err := newClient(cf)
 	if err != nil {
 		return err
 	}
 	var opts []client.ListOption
 	if !*all {
-		if *ns == "" {
-			*ns = defNS
-		}
-		opts = append(opts, client.InNamespace(*ns))
+		opts = append(opts, client.InNamespace(ns))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -252,14 +256,17 @@ func routeColumn(routes []kqv1.DeadLetterRoute) map[string]string {
 	return out
 }
 
+// runPlan runs `kqctl plan args...`.
 func runPlan(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("kqctl plan", flag.ContinueOnError)
-	file := fs.String("f", "", "manifest file with ShareQueues (other kinds are skipped)")
-	ns := fs.String("n", "", "namespace for manifests without one (default: the kubeconfig's)")
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig path")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
+	return run(append([]string{"plan"}, args...), stdout, os.Stderr)
+}
+
+type planOptions struct {
+	file string
+}
+
+func (o *planOptions) run(cf *genericclioptions.ConfigFlags, stdout io.Writer) error {
+	file := &o.file
 	if *file == "" {
 		return errors.New("-f is required")
 	}
@@ -267,13 +274,12 @@ func runPlan(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c, defNS, err := newClient(*kubeconfig)
+	// Manifests without a namespace get -n, else the kubeconfig's.
+	c, defNS, err := newClient(cf)
 	if err != nil {
 		return err
 	}
-	if *ns == "" {
-		*ns = defNS
-	}
+	ns := &defNS
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
