@@ -83,13 +83,28 @@ type writeOutcome struct {
 // requests): at most one CreateTopics, one CreatePartitions and one IncrementalAlterConfigs
 // carrying topic and group together.
 func sendWrites(ctx context.Context, cl *kafka.Client, w topicWrites) writeOutcome {
+	return sendTopicWrites(ctx, cl, w, false)
+}
+
+// validateWrites asks the brokers whether the writes would succeed (each request with
+// ValidateOnly, never batched with real writes): the outcome holds the brokers' refusals, and
+// nothing is written.
+func validateWrites(ctx context.Context, cl *kafka.Client, w topicWrites) writeOutcome {
+	return sendTopicWrites(ctx, cl, w, true)
+}
+
+func sendTopicWrites(ctx context.Context, cl *kafka.Client, w topicWrites, validateOnly bool) writeOutcome {
+	create, grow, alter := cl.CreateTopics, cl.GrowPartitions, cl.IncrementalAlterConfigs
+	if validateOnly {
+		create, grow, alter = cl.ValidateCreateTopics, cl.ValidateGrowPartitions, cl.ValidateIncrementalAlterConfigs
+	}
 	var out writeOutcome
 	var wg sync.WaitGroup
 	if w.Create != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := cl.CreateTopics(ctx, []kafka.NewTopic{*w.Create})
+			res, err := create(ctx, []kafka.NewTopic{*w.Create})
 			if err == nil {
 				out.Created = res[w.Create.Name]
 				err = out.Created.Err
@@ -101,7 +116,7 @@ func sendWrites(ctx context.Context, cl *kafka.Client, w topicWrites) writeOutco
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := cl.GrowPartitions(ctx, map[string]int32{w.Topic: w.GrowTo})
+			res, err := grow(ctx, map[string]int32{w.Topic: w.GrowTo})
 			if err == nil {
 				err = res[w.Topic]
 			}
@@ -121,7 +136,7 @@ func sendWrites(ctx context.Context, cl *kafka.Client, w topicWrites) writeOutco
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := cl.IncrementalAlterConfigs(ctx, alts)
+			res, err := alter(ctx, alts)
 			if len(w.TopicConfigs) > 0 {
 				out.TopicConfigErr = err
 				if err == nil {

@@ -265,10 +265,16 @@ func (q *queueScope) recordCreationIntent(ctx context.Context) error {
 	return nil
 }
 
-// apply is the one round of Kafka writes (Active), or records the plan (Plan, ObserveOnly).
-func (q *queueScope) apply(context.Context) error {
+// apply is the one round of Kafka writes (Active), or records the plan and has the brokers
+// validate it without writing (Plan, ObserveOnly: validatePlan).
+func (q *queueScope) apply(ctx context.Context) error {
 	if q.mode != kqv1.ReconcileActive {
 		q.sq.Status.PlannedChanges = q.plan.Changes()
+		v := validatePlan(q.kctx, q.cl, &q.plan)
+		q.res.topicErr, q.res.groupErr = v.TopicErr, v.GroupErr
+		if v.Unchecked != nil {
+			log.FromContext(ctx).WithValues(q.logKV...).Info("could not validate the planned changes", "error", v.Unchecked.Error())
+		}
 		return nil
 	}
 	q.sq.Status.PlannedChanges = nil
@@ -456,6 +462,41 @@ func (r *ShareQueueReconciler) apply(ctx context.Context, cl *kafka.Client, sq *
 		r.event(sq, corev1.EventTypeNormal, reason, "Apply", strings.Join(done, "; "))
 	}
 	return res
+}
+
+// planVerdict is the brokers' answer to a plan's writes sent with ValidateOnly.
+type planVerdict struct {
+	// TopicErr and GroupErr are the brokers' refusals of the topic writes (create, grow,
+	// configs) and of the group configs; nil when accepted or not planned.
+	TopicErr, GroupErr error
+	// Unchecked is a retriable failure that kept some writes from being validated.
+	Unchecked error
+}
+
+// validatePlan sends the plan's writes with ValidateOnly (validateWrites): the brokers check
+// them as they would the real writes, and nothing is written. An empty plan sends nothing. A
+// TOPIC_ALREADY_EXISTS answer (the topic appeared since it was observed) is not a refusal.
+func validatePlan(ctx context.Context, cl *kafka.Client, plan *queuePlan) planVerdict {
+	var v planVerdict
+	if plan.Empty() || cl == nil {
+		return v
+	}
+	out := validateWrites(ctx, cl, topicWrites{Topic: plan.TopicName, Create: plan.CreateTopic, GrowTo: plan.GrowPartitionsTo,
+		TopicConfigs: plan.TopicConfigs, Group: plan.GroupID, GroupConfigs: plan.GroupConfigs})
+	keep := func(err error, target *error) {
+		switch {
+		case err == nil, kafka.IsAlreadyExists(err):
+		case kafka.IsRetriable(err):
+			v.Unchecked = errors.Join(v.Unchecked, err)
+		case *target == nil:
+			*target = err
+		}
+	}
+	keep(out.CreateErr, &v.TopicErr)
+	keep(out.GrowErr, &v.TopicErr)
+	keep(out.TopicConfigErr, &v.TopicErr)
+	keep(out.GroupConfigErr, &v.GroupErr)
+	return v
 }
 
 func changesOf(cs []kafka.AlterConfig, resource string) string {

@@ -63,14 +63,20 @@ func queueStatus(st *kqv1.ShareQueueStatus, gen int64, mode string, plan *queueP
 	if !active {
 		effective = plan.EffectiveNow
 	}
+	// In Plan and ObserveOnly the writes were only validated (ValidateOnly): a refusal is
+	// reported exactly as in Active, worded as what the brokers would do.
+	refused, checked := "the brokers refused", ""
+	if !active {
+		refused, checked = "the brokers would refuse", " (checked with ValidateOnly; nothing was written)"
+	}
 	if res.topicErr != nil {
-		topicCond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, "the brokers refused spec.topic (name, partitions, replicationFactor, config): " + res.topicErr.Error()}
+		topicCond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, refused + " spec.topic (name, partitions, replicationFactor, config)" + checked + ": " + res.topicErr.Error()}
 		if plan.CreateTopic != nil {
 			st.Partitions = 0
 		}
 	}
 	if res.groupErr != nil {
-		groupCond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, "the brokers refused spec.delivery (" + changesOf(plan.GroupConfigs, "group "+plan.GroupID) + "): " + res.groupErr.Error()}
+		groupCond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, refused + " spec.delivery (" + changesOf(plan.GroupConfigs, "group "+plan.GroupID) + ")" + checked + ": " + res.groupErr.Error()}
 		if kafka.IsInvalidConfig(res.groupErr) {
 			validCond = groupCond
 		}
@@ -133,14 +139,21 @@ func driftStatus(conds *[]metav1.Condition, gen int64, mode string, plan *queueP
 
 // queueReady is Ready's precedence: the topic first, then share groups being off, then
 // ConfigValid, then GroupConfigured. In Plan and ObserveOnly, pending changes make Ready
-// False with reason Planned or ObserveOnly.
+// False with reason Planned or ObserveOnly; its message adds the brokers' refusals of them.
 func queueReady(topic, group, valid condInput, mode string, st *kqv1.ShareQueueStatus) condInput {
 	if mode != kqv1.ReconcileActive && len(st.PlannedChanges) > 0 {
 		reason := kqv1.ReasonPlanned
 		if mode == kqv1.ReconcileObserveOnly {
 			reason = kqv1.ReasonObserveOnly
 		}
-		return condInput{metav1.ConditionFalse, reason, fmt.Sprintf("annotation kafkaqueues.io/reconcile=%s: %d change(s) computed in status.plannedChanges, none applied", mode, len(st.PlannedChanges))}
+		msg := fmt.Sprintf("annotation kafkaqueues.io/reconcile=%s: %d change(s) computed in status.plannedChanges, none applied", mode, len(st.PlannedChanges))
+		// The brokers' verdict on them (ValidateOnly) is in TopicReady / GroupConfigured.
+		for _, c := range []condInput{topic, group} {
+			if c.Reason == kqv1.ReasonKafkaRejected {
+				msg += "; " + c.Message
+			}
+		}
+		return condInput{metav1.ConditionFalse, reason, msg}
 	}
 	switch {
 	case topic.Status != metav1.ConditionTrue:

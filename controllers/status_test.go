@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -386,5 +387,28 @@ func TestSummarize(t *testing.T) {
 				t.Errorf("Warning %s recorded: %v, want %v", c.wantReason, warned, c.wantWarning)
 			}
 		})
+	}
+}
+
+// Plan and ObserveOnly: a refusal from the brokers' ValidateOnly check is reported as Active
+// reports a real one (KafkaRejected with the broker's message), worded as what the brokers
+// would do; Ready stays Planned (not stalled, no Warning) and repeats it.
+func TestQueueStatusPlanReportsValidateOnlyRefusals(t *testing.T) {
+	plan := &queuePlan{TopicName: "orders", GroupID: "orders", CreateTopic: &kafka.NewTopic{Name: "orders", Partitions: 1, Configs: map[string]string{"cleanup.policy": "bogus"}},
+		TopicReady: condTrue, GroupConfig: condTrue, ConfigValid: condValid}
+	refusal := fmt.Errorf("CreateTopics topic orders: %w: Invalid value bogus for configuration cleanup.policy", kafka.ErrInvalidConfig)
+	for _, mode := range []string{kqv1.ReconcilePlan, kqv1.ReconcileObserveOnly} {
+		st := &kqv1.ShareQueueStatus{PlannedChanges: plan.Changes()}
+		rep := queueStatus(st, 1, mode, plan, applyResult{partitions: 1, topicErr: refusal}, nil)
+		tr := findCondition(st.Conditions, kqv1.ConditionTopicReady)
+		if tr.Reason != kqv1.ReasonKafkaRejected || !strings.HasPrefix(tr.Message, "the brokers would refuse spec.topic") || !strings.Contains(tr.Message, "cleanup.policy") {
+			t.Errorf("%s: TopicReady %+v", mode, tr)
+		}
+		if rep.Stalled || rep.Ready.Reason == kqv1.ReasonKafkaRejected || !strings.Contains(rep.Ready.Message, "Invalid value bogus") {
+			t.Errorf("%s: Ready %+v stalled %v, want %s repeating the refusal", mode, rep.Ready, rep.Stalled, mode)
+		}
+		if st.TopicID != "" || len(st.ManagedTopicConfigs) != 0 {
+			t.Errorf("%s: pinned or managed something: %+v", mode, st)
+		}
 	}
 }

@@ -181,8 +181,9 @@ type AWSMSKIAM struct {
 	// secretName names a Secret in the KafkaCluster's namespace holding an access key.
 	// Absent: the environment of the process (the manager's, and the application Pod's for
 	// the sidecar): AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, read at
-	// every authentication. Web identity (IRSA's AWS_ROLE_ARN and
-	// AWS_WEB_IDENTITY_TOKEN_FILE) is not supported; see docs/msk.md.
+	// every authentication, else web identity (IRSA's AWS_ROLE_ARN and
+	// AWS_WEB_IDENTITY_TOKEN_FILE, exchanged with STS AssumeRoleWithWebIdentity); see
+	// docs/msk.md.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253

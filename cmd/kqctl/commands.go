@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -265,102 +266,183 @@ type planOptions struct {
 	file string
 }
 
-func (o *planOptions) run(cf *genericclioptions.ConfigFlags, stdout io.Writer) error {
-	file := &o.file
-	if *file == "" {
+// planFieldOwner is the field manager of plan's server-side dry-run applies.
+const planFieldOwner = "kqctl"
+
+// progressEvery and progressInterval pace plan's progress line on stderr: after every
+// progressEvery manifests, or when progressInterval passed since the last line.
+const (
+	progressEvery    = 50
+	progressInterval = 2 * time.Second
+)
+
+// planCounts are what plan found, for its exit status.
+type planCounts struct {
+	queues, invalid, unplanned, refused int
+}
+
+func (o *planOptions) run(cf *genericclioptions.ConfigFlags, stdout, stderr io.Writer) error {
+	if o.file == "" {
 		return errors.New("-f is required")
 	}
-	data, err := os.ReadFile(*file)
+	data, err := os.ReadFile(o.file)
 	if err != nil {
 		return err
+	}
+	docs, err := decodeManifests(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.file, err)
 	}
 	// Manifests without a namespace get -n, else the kubeconfig's.
-	c, defNS, err := newClient(cf)
+	c, ns, err := newClient(cf)
 	if err != nil {
 		return err
 	}
-	ns := &defNS
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	n, failed := 0, 0
-	for {
-		var raw map[string]any
-		if err := dec.Decode(&raw); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			return err
+	// One Kafka client per KafkaCluster for the whole run.
+	pv := controllers.NewPreviewer(c)
+	defer pv.Close()
+	var n planCounts
+	start, last := time.Now(), time.Now()
+	for i, u := range docs {
+		o.planOne(c, pv, ns, u, stdout, &n)
+		if done := i + 1; done < len(docs) && (done%progressEvery == 0 || time.Since(last) >= progressInterval) {
+			fmt.Fprintf(stderr, "plan: %d of %d manifests (%s)\n", done, len(docs), time.Since(start).Round(time.Second))
+			last = time.Now()
 		}
-		if raw == nil || raw["kind"] != "ShareQueue" {
-			continue
-		}
-		b, _ := json.Marshal(raw)
-		var sq kqv1.ShareQueue
-		if err := json.Unmarshal(b, &sq); err != nil {
-			return err
-		}
-		if sq.Namespace == "" {
-			sq.Namespace = *ns
-		}
-		applyDefaults(&sq)
-		n++
-		p, err := controllers.PreviewQueue(ctx, c, &sq)
-		if err != nil {
-			fmt.Fprintf(stdout, "ShareQueue %s/%s: cannot plan: %v\n\n", sq.Namespace, sq.Name, err)
-			failed++
-			continue
-		}
-		fmt.Fprintf(stdout, "ShareQueue %s\n", p.Queue)
-		if p.Conflict != "" {
-			fmt.Fprintf(stdout, "  CONFLICT: %s\n", p.Conflict)
-		}
-		if len(p.Changes) == 0 {
-			fmt.Fprintln(stdout, "  no changes")
-		}
-		for _, ch := range p.Changes {
-			fmt.Fprintf(stdout, "  ~ %s\n", ch)
-		}
-		keys := make([]string, 0, len(p.Conditions))
-		for k := range p.Conditions {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			fmt.Fprintf(stdout, "  %s: %s\n", k, p.Conditions[k])
-		}
-		if p.Capacity != nil {
-			fmt.Fprintf(stdout, "  capacity: %d in-flight records, %s of broker state\n", p.Capacity.MaxInFlightRecords, humanBytes(p.Capacity.InFlightStateBytes))
-		}
-		fmt.Fprintln(stdout)
 	}
-	if n == 0 {
-		return errors.New("no ShareQueue in " + *file)
+	var problems []string
+	if n.invalid > 0 {
+		problems = append(problems, fmt.Sprintf("%d manifest(s) refused by the apiserver", n.invalid))
 	}
-	if failed > 0 {
-		return fmt.Errorf("%d of %d ShareQueue(s) could not be planned", failed, n)
+	if n.unplanned > 0 {
+		problems = append(problems, fmt.Sprintf("%d of %d ShareQueue(s) could not be planned", n.unplanned, n.queues))
+	}
+	if n.refused > 0 {
+		problems = append(problems, fmt.Sprintf("%d of %d ShareQueue(s) have changes the brokers refuse", n.refused, n.queues))
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	if n.queues == 0 {
+		return errors.New("no ShareQueue in " + o.file)
 	}
 	return nil
 }
 
-// applyDefaults fills the schema defaults the apiserver would (the manifest is not applied).
-func applyDefaults(sq *kqv1.ShareQueue) {
-	s := &sq.Spec
-	if s.Topic.Partitions == 0 {
-		s.Topic.Partitions = 1
+// decodeManifests reads every YAML or JSON document of a manifest file (a List's items
+// count one by one); empty documents are skipped.
+func decodeManifests(data []byte) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		var raw map[string]any
+		if err := dec.Decode(&raw); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, err
+		}
+		if len(raw) == 0 {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: raw}
+		if u.IsList() {
+			if err := u.EachListItem(func(obj runtime.Object) error {
+				out = append(out, obj.(*unstructured.Unstructured))
+				return nil
+			}); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		out = append(out, u)
 	}
-	if s.BoundsPolicy == "" {
-		s.BoundsPolicy = kqv1.BoundsPolicyReject
+}
+
+// planOne sends one manifest through a server-side dry-run apply (the apiserver's own
+// schema, unknown-field check, defaults and CEL rules; nothing is stored) and, for a
+// ShareQueue, plans the object the apiserver returned against live Kafka, the brokers
+// validating its writes.
+func (o *planOptions) planOne(c client.Client, pv *controllers.Previewer, ns string, u *unstructured.Unstructured, stdout io.Writer, n *planCounts) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	kind := u.GetKind()
+	isQueue := u.GroupVersionKind().GroupKind() == kqv1.GroupVersion.WithKind("ShareQueue").GroupKind()
+	if isQueue {
+		n.queues++
 	}
-	if s.DeletionPolicy == "" {
-		s.DeletionPolicy = kqv1.DeletionPolicyRetain
+	if u.GetNamespace() == "" {
+		if namespaced, err := c.IsObjectNamespaced(u); err == nil && namespaced {
+			u.SetNamespace(ns)
+		}
 	}
-	if s.AdoptionPolicy == "" {
-		s.AdoptionPolicy = kqv1.AdoptionPolicyAdoptOrCreate
+	name := u.GetName()
+	if u.GetNamespace() != "" {
+		name = u.GetNamespace() + "/" + name
 	}
-	if s.DriftPolicy == "" {
-		s.DriftPolicy = kqv1.DriftPolicyEnforce
+	if kind == "" {
+		kind = "object"
 	}
+	err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.DryRunAll, client.FieldOwner(planFieldOwner), client.ForceOwnership)
+	if err != nil {
+		n.invalid++
+		if isQueue {
+			n.unplanned++
+		}
+		fmt.Fprintf(stdout, "%s %s: refused by the apiserver (server-side dry run): %v\n\n", kind, name, err)
+		return
+	}
+	if !isQueue {
+		fmt.Fprintf(stdout, "%s %s: accepted by the apiserver (server-side dry run)\n\n", kind, name)
+		return
+	}
+	var sq kqv1.ShareQueue
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &sq); err != nil {
+		n.unplanned++
+		fmt.Fprintf(stdout, "ShareQueue %s: cannot plan: %v\n\n", name, err)
+		return
+	}
+	p, err := pv.Preview(ctx, &sq)
+	if err != nil {
+		n.unplanned++
+		fmt.Fprintf(stdout, "ShareQueue %s/%s: cannot plan: %v\n\n", sq.Namespace, sq.Name, err)
+		return
+	}
+	printPreview(stdout, p)
+	if len(p.Refused) > 0 {
+		n.refused++
+	}
+}
+
+func printPreview(stdout io.Writer, p *controllers.Preview) {
+	fmt.Fprintf(stdout, "ShareQueue %s\n", p.Queue)
+	if p.Conflict != "" {
+		fmt.Fprintf(stdout, "  CONFLICT: %s\n", p.Conflict)
+	}
+	if len(p.Changes) == 0 {
+		fmt.Fprintln(stdout, "  no changes")
+	}
+	for _, ch := range p.Changes {
+		fmt.Fprintf(stdout, "  ~ %s\n", ch)
+	}
+	for _, r := range p.Refused {
+		fmt.Fprintf(stdout, "  REFUSED: %s\n", r)
+	}
+	if p.Unchecked != "" {
+		fmt.Fprintf(stdout, "  NOT VALIDATED (the brokers could not be asked): %s\n", p.Unchecked)
+	}
+	keys := make([]string, 0, len(p.Conditions))
+	for k := range p.Conditions {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(stdout, "  %s: %s\n", k, p.Conditions[k])
+	}
+	if p.Capacity != nil {
+		fmt.Fprintf(stdout, "  capacity: %d in-flight records, %s of broker state\n", p.Capacity.MaxInFlightRecords, humanBytes(p.Capacity.InFlightStateBytes))
+	}
+	fmt.Fprintln(stdout)
 }
 
 func dash(s string) string {

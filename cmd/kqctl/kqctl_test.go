@@ -310,3 +310,141 @@ func TestPlanReportsAConflict(t *testing.T) {
 		t.Errorf("plan output lacks %q:\n%s", want, out.String())
 	}
 }
+
+// plan sends each manifest through a server-side dry-run apply: a misspelt field is the
+// apiserver's strict-validation error naming it, not silently dropped, and nothing is stored.
+func TestPlanReportsAnUnknownField(t *testing.T) {
+	skipShort(t)
+	var out, errOut bytes.Buffer
+	manifest := "apiVersion: kafkaqueues.io/v1alpha1\nkind: ShareQueue\nmetadata: {name: kq-typo}\nspec:\n  clusterRef: {name: local}\n  delivery: {lockDuraton: 30s}\n"
+	err := run([]string{"plan", "--kubeconfig", kubeconfig, "-f", writeFile(t, manifest)}, &out, &errOut)
+	if err == nil || exitCode(err) != 1 {
+		t.Errorf("plan of a manifest with an unknown field: err %v", err)
+	}
+	t.Logf("plan output:\n%s", out.String())
+	for _, want := range []string{"ShareQueue default/kq-typo: refused by the apiserver (server-side dry run)", "lockDuraton"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("plan output lacks %q:\n%s", want, out.String())
+		}
+	}
+	var sq kqv1.ShareQueue
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: "kq-typo"}, &sq); err == nil {
+		t.Errorf("the dry run stored the ShareQueue")
+	}
+}
+
+// The topic's planned creation goes to the brokers with ValidateOnly: a config value they
+// refuse is reported with their message and plan exits non-zero; nothing is created. The
+// object planned is the apiserver's (defaults applied), and one Kafka client serves the run.
+func TestPlanReportsABrokerRefusedTopicConfig(t *testing.T) {
+	skipShort(t)
+	var out, errOut bytes.Buffer
+	manifest := `apiVersion: kafkaqueues.io/v1alpha1
+kind: ShareQueue
+metadata: {name: kq-bogus}
+spec:
+  clusterRef: {name: local}
+  topic: {config: {cleanup.policy: bogus}}
+---
+apiVersion: kafkaqueues.io/v1alpha1
+kind: ShareQueue
+metadata: {name: kq-abc}
+spec:
+  clusterRef: {name: local}
+  topic: {partitions: 2, config: {retention.ms: abc}}
+---
+apiVersion: kafkaqueues.io/v1alpha1
+kind: ShareQueue
+metadata: {name: kq-fine}
+spec:
+  clusterRef: {name: local}
+`
+	err := run([]string{"plan", "--kubeconfig", kubeconfig, "-f", writeFile(t, manifest)}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "2 of 3 ShareQueue(s) have changes the brokers refuse") {
+		t.Errorf("err %v, want 2 of 3 refused", err)
+	}
+	s := out.String()
+	t.Logf("plan output:\n%s", s)
+	for _, want := range []string{
+		"ShareQueue default/kq-bogus",
+		"REFUSED: the brokers would refuse spec.topic",
+		"cleanup.policy",
+		"bogus",
+		"TopicReady: False/KafkaRejected",
+		"ShareQueue default/kq-abc",
+		"retention.ms",
+		"abc",
+		// Defaults come from the apiserver: partitions 1 for kq-fine.
+		"~ create topic kq-fine: partitions=1 replicationFactor=broker default",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("plan output lacks %q:\n%s", want, s)
+		}
+	}
+	if i := strings.Index(s, "ShareQueue default/kq-fine"); i < 0 || strings.Contains(s[i:], "REFUSED") {
+		t.Errorf("kq-fine refused or missing:\n%s", s)
+	}
+	admin, err := kafka.NewClient(kafka.Config{BootstrapServers: localBootstrap(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	topics, err := admin.DescribeTopics(context.Background(), "kq-bogus", "kq-abc", "kq-fine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tp := range topics {
+		if !kafka.IsNotFound(tp.Err) {
+			t.Errorf("plan created topic %s", name)
+		}
+	}
+}
+
+func localBootstrap(t *testing.T) []string {
+	t.Helper()
+	var kc kqv1.KafkaCluster
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: "local"}, &kc); err != nil {
+		t.Fatal(err)
+	}
+	return kc.Spec.BootstrapServers
+}
+
+// A long file gets progress lines on stderr (every 50 manifests).
+func TestPlanShowsProgressOnLongFiles(t *testing.T) {
+	skipShort(t)
+	var b strings.Builder
+	for i := 0; i < 120; i++ {
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: kq-progress-%d}\ndata: {k: v}\n", i)
+	}
+	b.WriteString("---\napiVersion: kafkaqueues.io/v1alpha1\nkind: ShareQueue\nmetadata: {name: kq-progress}\nspec: {clusterRef: {name: local}}\n")
+	var out, errOut bytes.Buffer
+	if err := run([]string{"plan", "--kubeconfig", kubeconfig, "-f", writeFile(t, b.String())}, &out, &errOut); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, want := range []string{"plan: 50 of 121 manifests", "plan: 100 of 121 manifests"} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut.String())
+		}
+	}
+	if !strings.Contains(out.String(), "ConfigMap default/kq-progress-7: accepted by the apiserver (server-side dry run)") {
+		t.Errorf("output:\n%.2000s", out.String())
+	}
+}
+
+// Two new manifests naming one topic: the second is reported in conflict with the first
+// (applied together, the first is created first and owns the topic).
+func TestPlanReportsAConflictWithinTheFile(t *testing.T) {
+	skipShort(t)
+	manifest := "apiVersion: kafkaqueues.io/v1alpha1\nkind: ShareQueue\nmetadata: {name: kq-first}\nspec: {clusterRef: {name: local}, topic: {name: kq-same}}\n" +
+		"---\napiVersion: kafkaqueues.io/v1alpha1\nkind: ShareQueue\nmetadata: {name: kq-second}\nspec: {clusterRef: {name: local}, topic: {name: kq-same}}\n"
+	var out bytes.Buffer
+	if err := runPlan([]string{"--kubeconfig", kubeconfig, "-f", writeFile(t, manifest)}, &out); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	first, second := strings.Index(s, "ShareQueue default/kq-first"), strings.Index(s, "ShareQueue default/kq-second")
+	if first < 0 || second < first || strings.Contains(s[first:second], "CONFLICT") ||
+		!strings.Contains(s[second:], "CONFLICT: topic kq-same on this Kafka cluster is also named by ShareQueue default/kq-first earlier in these manifests") {
+		t.Errorf("plan output:\n%s", s)
+	}
+}

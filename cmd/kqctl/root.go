@@ -199,16 +199,22 @@ func newPlanCmd(name string, cf *genericclioptions.ConfigFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plan -f manifests.yaml [-n NS]",
 		Short: "Show what the operator would change for the given manifests, applying nothing",
-		Long: `Show what the operator would change for the ShareQueues in a manifest file (other kinds are
-skipped), using the reconciler's own plan against the live cluster; nothing is applied.
+		Long: `Show what the operator would change for the ShareQueues in a manifest file; nothing is applied.
+
+Every manifest goes through a server-side dry-run apply (field manager kqctl), so the
+apiserver's own schema, unknown-field check, defaults and CEL rules decide what is valid.
+Each ShareQueue, as the apiserver returned it, is then planned with the reconciler's own plan
+against live Kafka, and its Kafka writes are sent to the brokers with ValidateOnly, so a value
+the brokers refuse is reported with their message. Exits non-zero when a manifest is refused
+by the apiserver, a ShareQueue cannot be planned, or the brokers refuse a planned write.
 Manifests without a namespace get -n, or the kubeconfig's namespace.`,
 		Example: "  " + name + " plan -f manifests.yaml -n shop",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.run(cf, cmd.OutOrStdout())
+			return o.run(cf, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	cmd.Flags().StringVarP(&o.file, "filename", "f", "", "manifest file with ShareQueues (other kinds are skipped)")
+	cmd.Flags().StringVarP(&o.file, "filename", "f", "", "manifest file (ShareQueues are planned; every manifest is checked by a server-side dry run)")
 	_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
 	return cmd
 }

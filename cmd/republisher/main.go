@@ -157,7 +157,7 @@ func main() {
 	flag.StringVar(&sec.CertFile, "tls-cert-file", envOr("KQO_TLS_CERT_FILE", ""), "PEM client certificate for mutual TLS, with --tls-key-file (env KQO_TLS_CERT_FILE).")
 	flag.StringVar(&sec.KeyFile, "tls-key-file", envOr("KQO_TLS_KEY_FILE", ""), "PEM private key of --tls-cert-file (env KQO_TLS_KEY_FILE).")
 	flag.StringVar(&sec.ServerName, "tls-server-name", envOr("KQO_TLS_SERVER_NAME", ""), "Name checked against the brokers' certificates instead of each address's host (env KQO_TLS_SERVER_NAME).")
-	flag.StringVar(&sec.SASLMechanism, "sasl-mechanism", envOr("KQO_SASL_MECHANISM", ""), "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (credentials from the environment only: KQO_SASL_USERNAME, KQO_SASL_PASSWORD); OAUTHBEARER (--sasl-oauth-token-file, or --sasl-oauth-token-endpoint with --sasl-oauth-client-id and KQO_SASL_OAUTH_CLIENT_SECRET); AWS_MSK_IAM (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and optionally AWS_SESSION_TOKEN from the environment, read at every authentication) (env KQO_SASL_MECHANISM).")
+	flag.StringVar(&sec.SASLMechanism, "sasl-mechanism", envOr("KQO_SASL_MECHANISM", ""), "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (credentials from the environment only: KQO_SASL_USERNAME, KQO_SASL_PASSWORD); OAUTHBEARER (--sasl-oauth-token-file, or --sasl-oauth-token-endpoint with --sasl-oauth-client-id and KQO_SASL_OAUTH_CLIENT_SECRET); AWS_MSK_IAM (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and optionally AWS_SESSION_TOKEN from the environment, read at every authentication, or IRSA's AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE) (env KQO_SASL_MECHANISM).")
 	flag.StringVar(&sec.OAuthTokenFile, "sasl-oauth-token-file", envOr("KQO_SASL_OAUTH_TOKEN_FILE", ""), "OAUTHBEARER: file holding the bearer token, read at every authentication (env KQO_SASL_OAUTH_TOKEN_FILE).")
 	flag.StringVar(&sec.OAuthTokenEndpoint, "sasl-oauth-token-endpoint", envOr("KQO_SASL_OAUTH_TOKEN_ENDPOINT", ""), "OAUTHBEARER: token endpoint URL of the client-credentials grant; the client secret comes from the environment only, KQO_SASL_OAUTH_CLIENT_SECRET (env KQO_SASL_OAUTH_TOKEN_ENDPOINT).")
 	flag.StringVar(&sec.OAuthClientID, "sasl-oauth-client-id", envOr("KQO_SASL_OAUTH_CLIENT_ID", ""), "OAUTHBEARER: client id of the client-credentials grant (env KQO_SASL_OAUTH_CLIENT_ID).")
@@ -282,7 +282,7 @@ func saslSettings(sec security) (kafka.SASLSettings, error) {
 		}
 	case kafka.SASLAWSMSKIAM:
 		if sec.SASLUsername != "" || sec.SASLPassword != "" || oauthSet {
-			return ss, fmt.Errorf("%s takes its credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN; KQO_SASL_USERNAME, KQO_SASL_PASSWORD and --sasl-oauth-* do not apply", sec.SASLMechanism)
+			return ss, fmt.Errorf("%s takes its credentials from the AWS environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, or IRSA's AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE); KQO_SASL_USERNAME, KQO_SASL_PASSWORD and --sasl-oauth-* do not apply", sec.SASLMechanism)
 		}
 		// Read at every authentication; checked once now so a missing key fails the start.
 		if _, err := kafka.AWSCredentialsFromEnv()(context.Background()); err != nil {

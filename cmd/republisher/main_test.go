@@ -201,7 +201,7 @@ func TestBinaryRefusesBadSecuritySettings(t *testing.T) {
 			"KQO_SASL_OAUTH_CLIENT_SECRET=s3cret"}, "apply to OAUTHBEARER only", 1},
 		{"AWS_MSK_IAM without credentials", []string{"KQO_SASL_MECHANISM=AWS_MSK_IAM"}, "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set", 1},
 		{"AWS_MSK_IAM with web identity only", []string{"KQO_SASL_MECHANISM=AWS_MSK_IAM", "AWS_ROLE_ARN=arn:aws:iam::123456789012:role/kqo",
-			"AWS_WEB_IDENTITY_TOKEN_FILE=" + notPEM}, "web identity", 1},
+			"AWS_WEB_IDENTITY_TOKEN_FILE=" + notPEM, "AWS_ENDPOINT_URL_STS=http://127.0.0.1:1"}, "web identity", 1},
 		{"AWS_MSK_IAM with a secret key only", []string{"KQO_SASL_MECHANISM=AWS_MSK_IAM", "AWS_SECRET_ACCESS_KEY=s3cret"}, "AWS_ACCESS_KEY_ID", 1},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -73,21 +73,21 @@ func newBatchers(c *Client, b Batching, timeout time.Duration) *batchers {
 			for i, it := range items {
 				ts[i] = it.payload
 			}
-			return c.createTopics(ctx, ts)
+			return c.createTopics(ctx, ts, false)
 		}, func(t NewTopic) int { return 1 + max(int(t.Partitions), 1) + len(t.Configs) }),
 		grow: newCoalescer(mk("CreatePartitions", true), func(ctx context.Context, items []batchItem[string, int32]) (map[string]error, error) {
 			totals := make(map[string]int32, len(items))
 			for _, it := range items {
 				totals[it.key] = it.payload
 			}
-			return c.growPartitions(ctx, totals)
+			return c.growPartitions(ctx, totals, false)
 		}, func(n int32) int { return int(n) }),
 		alter: newCoalescer(mk("IncrementalAlterConfigs", true), func(ctx context.Context, items []batchItem[ResourceKey, []AlterConfig]) (map[ResourceKey]error, error) {
 			alts := make([]Alteration, len(items))
 			for i, it := range items {
 				alts[i] = Alteration{Resource: it.key, Configs: it.payload}
 			}
-			return c.incrementalAlterConfigs(ctx, alts)
+			return c.incrementalAlterConfigs(ctx, alts, false)
 		}, func(cs []AlterConfig) int { return max(len(cs), 1) }),
 		shareDesc: newCoalescer(mk("ShareGroupDescribe", false), func(ctx context.Context, items []batchItem[string, struct{}]) (map[string]ShareGroup, error) {
 			return c.describeShareGroups(ctx, keysOf(items)...)

@@ -166,7 +166,7 @@ type Alteration struct {
 // appears at most once per request.
 func (c *Client) IncrementalAlterConfigs(ctx context.Context, alts []Alteration) (map[ResourceKey]error, error) {
 	if c.batch == nil || len(alts) == 0 {
-		return c.incrementalAlterConfigs(ctx, alts)
+		return c.incrementalAlterConfigs(ctx, alts, false)
 	}
 	keys := make([]ResourceKey, len(alts))
 	payloads := make([][]AlterConfig, len(alts))
@@ -176,11 +176,19 @@ func (c *Client) IncrementalAlterConfigs(ctx context.Context, alts []Alteration)
 	return c.batch.alter.do(ctx, keys, payloads)
 }
 
-// incrementalAlterConfigs applies many resources' changes in as few requests as possible.
-// The map holds each resource's item error (nil on success); INVALID_CONFIG carries the
-// broker's message, which names the bound for KIP-1240 rejections. Altering a GROUP needs
-// ALTER_CONFIGS on the group.
-func (c *Client) incrementalAlterConfigs(ctx context.Context, alts []Alteration) (out_ map[ResourceKey]error, err_ error) {
+// ValidateIncrementalAlterConfigs asks the brokers whether IncrementalAlterConfigs would
+// succeed (ValidateOnly): each value is checked as for a real change (INVALID_CONFIG with the
+// broker's message, UNKNOWN_TOPIC_OR_PARTITION, ...) and nothing changes. The map holds each
+// resource's item error. Never batched.
+func (c *Client) ValidateIncrementalAlterConfigs(ctx context.Context, alts []Alteration) (map[ResourceKey]error, error) {
+	return c.incrementalAlterConfigs(ctx, alts, true)
+}
+
+// incrementalAlterConfigs applies many resources' changes in as few requests as possible
+// (validateOnly: only checks them). The map holds each resource's item error (nil on
+// success); INVALID_CONFIG carries the broker's message, which names the bound for KIP-1240
+// rejections. Altering a GROUP needs ALTER_CONFIGS on the group.
+func (c *Client) incrementalAlterConfigs(ctx context.Context, alts []Alteration, validateOnly bool) (out_ map[ResourceKey]error, err_ error) {
 	start := time.Now()
 	defer func() {
 		e := err_
@@ -194,6 +202,7 @@ func (c *Client) incrementalAlterConfigs(ctx context.Context, alts []Alteration)
 		return out, nil
 	}
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	req.ValidateOnly = validateOnly
 	for _, a := range alts {
 		r := kmsg.NewIncrementalAlterConfigsRequestResource()
 		r.ResourceType = kmsg.ConfigResourceType(a.Resource.Type)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -131,20 +133,27 @@ func TestAWSMSKIAMPayload(t *testing.T) {
 	}
 }
 
-// AWSCredentialsFromEnv reads the standard variables at each call and says what is missing,
-// naming web identity (IRSA) as unsupported when only that is present.
+// AWSCredentialsFromEnv reads the standard variables at each call and says what is missing;
+// with only web identity (IRSA) it goes to STS (webidentity_test.go), here to an endpoint that
+// refuses connections, and says it was web identity that failed. An access key wins over web
+// identity.
 func TestAWSCredentialsFromEnv(t *testing.T) {
-	for _, v := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"} {
+	for _, v := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_ENDPOINT_URL"} {
 		t.Setenv(v, "")
 	}
 	get := kafka.AWSCredentialsFromEnv()
 	if _, err := get(context.Background()); err == nil || !strings.Contains(err.Error(), "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set") {
 		t.Errorf("empty environment: %v", err)
 	}
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("jwt"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/kqo")
-	t.Setenv("AWS_WEB_IDENTITY_TOKEN_FILE", "/var/run/secrets/eks.amazonaws.com/serviceaccount/token")
-	if _, err := get(context.Background()); err == nil || !strings.Contains(err.Error(), "web identity") {
-		t.Errorf("IRSA only: %v, want it named as unsupported", err)
+	t.Setenv("AWS_WEB_IDENTITY_TOKEN_FILE", token)
+	t.Setenv("AWS_ENDPOINT_URL_STS", "http://127.0.0.1:1")
+	if _, err := get(context.Background()); err == nil || !strings.Contains(err.Error(), "web identity") || !strings.Contains(err.Error(), "AssumeRoleWithWebIdentity") {
+		t.Errorf("IRSA only, STS unreachable: %v, want a web identity error", err)
 	}
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIAENV")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "env-secret")

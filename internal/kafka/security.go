@@ -97,8 +97,8 @@ type SASLSettings struct {
 	// Token returns the OAUTHBEARER bearer token (see StaticToken, TokenFile and
 	// ClientCredentialsToken). Its errors must not contain the token or a client secret.
 	Token func(ctx context.Context) (string, error)
-	// AWS returns AWS_MSK_IAM credentials (see StaticAWSCredentials and
-	// AWSCredentialsFromEnv).
+	// AWS returns AWS_MSK_IAM credentials (see StaticAWSCredentials, AWSCredentialsFromEnv
+	// and WebIdentityCredentials).
 	AWS func(ctx context.Context) (AWSCredentials, error)
 }
 
@@ -245,20 +245,39 @@ func StaticAWSCredentials(c AWSCredentials) func(context.Context) (AWSCredential
 	return func(context.Context) (AWSCredentials, error) { return c, nil }
 }
 
-// AWSCredentialsFromEnv is an AWS function reading AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
-// and AWS_SESSION_TOKEN (optional) at every authentication. Without the first two it says
-// what is missing, including when only web identity (AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE,
-// as IRSA sets) is present, which it does not support.
+// AWSCredentialsFromEnv is an AWS function following the AWS SDKs' environment credential
+// chain at every authentication:
+//
+//   - AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN (optional) when the
+//     first two are set;
+//   - otherwise, when AWS_ACCESS_KEY_ID is absent and AWS_ROLE_ARN and
+//     AWS_WEB_IDENTITY_TOKEN_FILE are set (what IRSA, EKS IAM roles for service accounts,
+//     injects): STS AssumeRoleWithWebIdentity (see WebIdentityCredentials), with
+//     AWS_ROLE_SESSION_NAME and the endpoint of STSEndpointFromEnv; the temporary
+//     credentials are cached process-wide per role, token file, session name and endpoint,
+//     and fetched again WebIdentityRefreshMargin before they expire, the token file being
+//     read again each time.
+//
+// Without either it says what is missing. EKS Pod Identity
+// (AWS_CONTAINER_CREDENTIALS_FULL_URI), profiles and instance metadata are not read.
 func AWSCredentialsFromEnv() func(context.Context) (AWSCredentials, error) {
-	return func(context.Context) (AWSCredentials, error) {
+	return func(ctx context.Context) (AWSCredentials, error) {
 		c := AWSCredentials{AccessKeyID: os.Getenv("AWS_ACCESS_KEY_ID"), SecretAccessKey: os.Getenv("AWS_SECRET_ACCESS_KEY"), SessionToken: os.Getenv("AWS_SESSION_TOKEN")}
 		if c.AccessKeyID != "" && c.SecretAccessKey != "" {
 			return c, nil
 		}
-		if os.Getenv("AWS_WEB_IDENTITY_TOKEN_FILE") != "" {
-			return AWSCredentials{}, errors.New("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set; web identity (AWS_ROLE_ARN with AWS_WEB_IDENTITY_TOKEN_FILE, as IRSA sets) is not supported, give the credentials in a Secret (spec.sasl.awsMskIam.secretName)")
+		role, tokenFile := os.Getenv("AWS_ROLE_ARN"), os.Getenv("AWS_WEB_IDENTITY_TOKEN_FILE")
+		if c.AccessKeyID == "" && (role != "" || tokenFile != "") {
+			if role == "" || tokenFile == "" {
+				return AWSCredentials{}, errors.New("AWS_ACCESS_KEY_ID is not set and web identity needs both AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE, one of them is not set")
+			}
+			creds, err := webIdentityFromEnv(role, tokenFile)(ctx)
+			if err != nil {
+				return AWSCredentials{}, fmt.Errorf("web identity (AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE): %w", err)
+			}
+			return creds, nil
 		}
-		return AWSCredentials{}, errors.New("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set in the environment")
+		return AWSCredentials{}, errors.New("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set in the environment (nor AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE for web identity)")
 	}
 }
 

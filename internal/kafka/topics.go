@@ -129,7 +129,7 @@ type CreatedTopic struct {
 // Batching.MaxItems topics and about 5000 KRaft records.
 func (c *Client) CreateTopics(ctx context.Context, topics []NewTopic) (map[string]CreatedTopic, error) {
 	if c.batch == nil || len(topics) == 0 {
-		return c.createTopics(ctx, topics)
+		return c.createTopics(ctx, topics, false)
 	}
 	keys := make([]string, len(topics))
 	payloads := make([]NewTopic, len(topics))
@@ -139,9 +139,19 @@ func (c *Client) CreateTopics(ctx context.Context, topics []NewTopic) (map[strin
 	return c.batch.create.do(ctx, keys, payloads)
 }
 
+// ValidateCreateTopics asks the controller whether CreateTopics would succeed for these
+// topics (CreateTopics with ValidateOnly): the brokers check names, partitions, replication
+// factor and every config value as for a real creation, and create nothing. Per-topic
+// refusals (INVALID_CONFIG with the broker's message, TOPIC_ALREADY_EXISTS, ...) are in
+// CreatedTopic.Err; a topic that would be created has Err nil and no ID. Validate-only calls
+// are never batched, so no request mixes them with real ones.
+func (c *Client) ValidateCreateTopics(ctx context.Context, topics []NewTopic) (map[string]CreatedTopic, error) {
+	return c.createTopics(ctx, topics, true)
+}
+
 // createTopics creates many topics in one request to the controller, each with its own
-// partitions, replication factor and configs.
-func (c *Client) createTopics(ctx context.Context, topics []NewTopic) (out_ map[string]CreatedTopic, err_ error) {
+// partitions, replication factor and configs; validateOnly only checks them.
+func (c *Client) createTopics(ctx context.Context, topics []NewTopic, validateOnly bool) (out_ map[string]CreatedTopic, err_ error) {
 	start := time.Now()
 	defer func() {
 		e := err_
@@ -158,6 +168,7 @@ func (c *Client) createTopics(ctx context.Context, topics []NewTopic) (out_ map[
 	}
 	req := kmsg.NewPtrCreateTopicsRequest()
 	req.TimeoutMillis = int32(c.timeout / time.Millisecond)
+	req.ValidateOnly = validateOnly
 	for _, t := range topics {
 		rt := kmsg.NewCreateTopicsRequestTopic()
 		rt.Topic = t.Name
@@ -196,7 +207,7 @@ func (c *Client) createTopics(ctx context.Context, topics []NewTopic) (out_ map[
 // The map holds each topic's item error. With batching, concurrent callers share requests.
 func (c *Client) GrowPartitions(ctx context.Context, totals map[string]int32) (map[string]error, error) {
 	if c.batch == nil || len(totals) == 0 {
-		return c.growPartitions(ctx, totals)
+		return c.growPartitions(ctx, totals, false)
 	}
 	keys := make([]string, 0, len(totals))
 	payloads := make([]int32, 0, len(totals))
@@ -206,9 +217,17 @@ func (c *Client) GrowPartitions(ctx context.Context, totals map[string]int32) (m
 	return c.batch.grow.do(ctx, keys, payloads)
 }
 
-// growPartitions raises each topic's partition count to the given total (CreatePartitions).
-// Item errors: INVALID_PARTITIONS when the total is not larger, UNKNOWN_TOPIC_OR_PARTITION.
-func (c *Client) growPartitions(ctx context.Context, totals map[string]int32) (out_ map[string]error, err_ error) {
+// ValidateGrowPartitions asks the controller whether GrowPartitions would succeed
+// (CreatePartitions with ValidateOnly); nothing changes. The map holds each topic's item
+// error. Never batched.
+func (c *Client) ValidateGrowPartitions(ctx context.Context, totals map[string]int32) (map[string]error, error) {
+	return c.growPartitions(ctx, totals, true)
+}
+
+// growPartitions raises each topic's partition count to the given total (CreatePartitions);
+// validateOnly only checks it. Item errors: INVALID_PARTITIONS when the total is not larger,
+// UNKNOWN_TOPIC_OR_PARTITION.
+func (c *Client) growPartitions(ctx context.Context, totals map[string]int32, validateOnly bool) (out_ map[string]error, err_ error) {
 	start := time.Now()
 	defer func() {
 		e := err_
@@ -223,6 +242,7 @@ func (c *Client) growPartitions(ctx context.Context, totals map[string]int32) (o
 	}
 	req := kmsg.NewPtrCreatePartitionsRequest()
 	req.TimeoutMillis = int32(c.timeout / time.Millisecond)
+	req.ValidateOnly = validateOnly
 	for name, n := range totals {
 		rt := kmsg.NewCreatePartitionsRequestTopic()
 		rt.Topic = name

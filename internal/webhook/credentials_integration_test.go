@@ -279,7 +279,7 @@ func TestSidecarCredentialsAsUsersHaveThem(t *testing.T) {
 	if env["KQO_SASL_MECHANISM"].Value != "AWS_MSK_IAM" || env["AWS_ACCESS_KEY_ID"].Name != "" {
 		t.Errorf("sidecar environment %v, want the mechanism and no AWS_* variables", env)
 	}
-	if w := r.warn.take(); len(w) != 1 || !strings.Contains(w[0], "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in its own environment") {
+	if w := r.warn.take(); len(w) != 1 || !strings.Contains(w[0], "AWS credentials in its own environment") || !strings.Contains(w[0], "AWS_WEB_IDENTITY_TOKEN_FILE") {
 		t.Errorf("warnings %v, want one naming the variables the sidecar needs", w)
 	}
 }

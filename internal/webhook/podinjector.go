@@ -447,7 +447,7 @@ func addSecurity(c *corev1.Container, inj *injection, kc *kqv1.KafkaCluster) {
 				corev1.EnvVar{Name: "AWS_SESSION_TOKEN", ValueFrom: ref(a.SecretName, tokenKey, true)})
 		} else {
 			inj.warnings = append(inj.warnings, fmt.Sprintf("kafkaqueues.io republisher webhook: KafkaCluster %s uses AWS_MSK_IAM without spec.sasl.awsMskIam.secretName, "+
-				"so the sidecar %s needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in its own environment (web identity is not supported) and will not start without them; see docs/msk.md", kc.Name, ContainerName))
+				"so the sidecar %s needs AWS credentials in its own environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or IRSA's AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE) and will not start without them; see docs/msk.md", kc.Name, ContainerName))
 		}
 	default: // PLAIN, SCRAM
 		if s.Username != "" {
