@@ -41,6 +41,9 @@ const (
 	strimziManagedAnnotation = "strimzi.io/managed"
 )
 
+// strimziTopicNameIndex indexes KafkaTopics by every Kafka topic name they may claim.
+const strimziTopicNameIndex = "strimzi.topicNames"
+
 // strimziRecheckInterval is how often a manager that started without Strimzi's KafkaTopic
 // CRD looks for it again (one discovery request); once found it is watched for good.
 var strimziRecheckInterval = time.Minute
@@ -56,6 +59,9 @@ type strimziTopics struct {
 	mapper meta.RESTMapper
 	cache  client.Reader // the manager's cache: the watch's informer
 	reader client.Reader // uncached, for Strimzi Kafka resources (read only on a name match)
+	// index indexes KafkaTopics of this kind by strimziTopicNameIndex (every name one may
+	// claim), so a reconcile reads only the KafkaTopics naming its topic, not all of them.
+	index func(gvk schema.GroupVersionKind) error
 	// watch starts the ShareQueue controller's watch of KafkaTopics of this kind.
 	watch func(gvk schema.GroupVersionKind) error
 	// ownNamespace is the manager's namespace (POD_NAMESPACE, else the service account's),
@@ -93,6 +99,9 @@ func (s *strimziTopics) detect() (bool, error) {
 	defer s.mu.Unlock()
 	if !s.topicGVK.Empty() {
 		return true, nil
+	}
+	if err := s.index(m.GroupVersionKind); err != nil {
+		return false, err
 	}
 	if err := s.watch(m.GroupVersionKind); err != nil {
 		return false, err
@@ -149,7 +158,7 @@ func (s *strimziTopics) owner(ctx context.Context, topic string, kc *kqv1.KafkaC
 	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err := s.cache.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+	if err := s.cache.List(ctx, list, client.MatchingFields{strimziTopicNameIndex: topic}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing Strimzi KafkaTopics: %w", err)
 	}
 	var claims []strimziClaim
@@ -397,6 +406,11 @@ func strimziTopicNames(o client.Object) []string {
 // watched and nothing is logged beyond a failing discovery.
 func (r *ShareQueueReconciler) setupStrimzi(mgr ctrl.Manager, c controller.Controller) error {
 	r.strimzi = &strimziTopics{mapper: mgr.GetRESTMapper(), cache: mgr.GetCache(), reader: mgr.GetAPIReader(), ownNamespace: managerNamespace(),
+		index: func(gvk schema.GroupVersionKind) error {
+			kt := &unstructured.Unstructured{}
+			kt.SetGroupVersionKind(gvk)
+			return mgr.GetFieldIndexer().IndexField(context.Background(), kt, strimziTopicNameIndex, strimziTopicNames)
+		},
 		watch: func(gvk schema.GroupVersionKind) error {
 			kt := &unstructured.Unstructured{}
 			kt.SetGroupVersionKind(gvk)
