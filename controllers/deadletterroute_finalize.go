@@ -3,12 +3,10 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
@@ -38,8 +36,7 @@ func (d *routeScope) finalize(ctx context.Context) error {
 		return release()
 	}
 	giveUp := func(why string) error {
-		if wait := r.FinalizerTimeout - time.Since(dlr.DeletionTimestamp.Time); wait > 0 {
-			d.requeueAfter = min(wait, 15*time.Second)
+		if d.waitBeforeAbandoning(r.FinalizerTimeout) {
 			return errDone
 		}
 		r.event(dlr, corev1.EventTypeWarning, "CleanupAbandoned", "Delete",
@@ -88,12 +85,7 @@ func (d *routeScope) finalize(ctx context.Context) error {
 
 // releaseFinalizer removes the route's finalizer; the reconcile has nothing left to do.
 func (r *DeadLetterRouteReconciler) releaseFinalizer(ctx context.Context, dlr *kqv1.DeadLetterRoute) error {
-	patch := client.MergeFrom(dlr.DeepCopy())
-	controllerutil.RemoveFinalizer(dlr, RouteFinalizer)
-	if err := client.IgnoreNotFound(r.Patch(ctx, dlr, patch)); err != nil {
-		return err
-	}
-	return errDone
+	return removeFinalizer(ctx, r.Client, dlr, RouteFinalizer)
 }
 
 // removeDeadLetterConfigs unsets the KIP-1191 configs a route set on a group: the topic name

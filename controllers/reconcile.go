@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 )
@@ -192,4 +193,28 @@ func markNotEvaluated(conds *[]metav1.Condition, gen int64, reason, msg string, 
 			setCondition(conds, typ, unknown, gen)
 		}
 	}
+}
+
+// waitBeforeAbandoning is a finalizer's patience with an unreachable cluster: while
+// timeout has not passed since the object's deletion it schedules another look (at most 15s
+// away) and reports true; after that it reports false and the caller releases the finalizer,
+// saying what it left behind.
+func (s *scope) waitBeforeAbandoning(timeout time.Duration) bool {
+	wait := timeout - time.Since(s.obj.GetDeletionTimestamp().Time)
+	if wait <= 0 {
+		return false
+	}
+	s.requeueAfter = min(wait, 15*time.Second)
+	return true
+}
+
+// removeFinalizer removes finalizer from obj (a NotFound object has nothing left to remove)
+// and ends the reconcile: errDone on success.
+func removeFinalizer(ctx context.Context, c client.Client, obj client.Object, finalizer string) error {
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	controllerutil.RemoveFinalizer(obj, finalizer)
+	if err := client.IgnoreNotFound(c.Patch(ctx, obj, patch)); err != nil {
+		return err
+	}
+	return errDone
 }

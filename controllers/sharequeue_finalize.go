@@ -3,12 +3,10 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
@@ -30,8 +28,7 @@ func (q *queueScope) finalize(ctx context.Context) error {
 	topicName, groupID := sq.KafkaTopicName(), sq.KafkaGroupID()
 	release := func() error { return r.releaseFinalizer(ctx, sq) }
 	giveUp := func(why string) error {
-		if wait := r.FinalizerTimeout - time.Since(sq.DeletionTimestamp.Time); wait > 0 {
-			q.requeueAfter = min(wait, 15*time.Second)
+		if q.waitBeforeAbandoning(r.FinalizerTimeout) {
 			return errDone
 		}
 		r.event(sq, corev1.EventTypeWarning, "CleanupAbandoned", "Delete",
@@ -111,12 +108,7 @@ func (q *queueScope) finalize(ctx context.Context) error {
 
 // releaseFinalizer removes the cleanup finalizer; the reconcile has nothing left to do.
 func (r *ShareQueueReconciler) releaseFinalizer(ctx context.Context, sq *kqv1.ShareQueue) error {
-	patch := client.MergeFrom(sq.DeepCopy())
-	controllerutil.RemoveFinalizer(sq, CleanupFinalizer)
-	if err := client.IgnoreNotFound(r.Patch(ctx, sq, patch)); err != nil {
-		return err
-	}
-	return errDone
+	return removeFinalizer(ctx, r.Client, sq, CleanupFinalizer)
 }
 
 // deleteGroup deletes the share group and every group config override it had (the configs
