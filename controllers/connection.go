@@ -147,13 +147,13 @@ func saslFor(s *kqv1.KafkaClusterSASL,
 			if err != nil {
 				return ss, err
 			}
-			ss.Username = string(user)
+			ss.Username = kafka.SecretCredential(string(user))
 		}
 		pass, err := getKey(s.SecretName, s.PasswordKeyOrDefault(), "spec.sasl.passwordKey")
 		if err != nil {
 			return ss, err
 		}
-		ss.Password = string(pass)
+		ss.Password = kafka.SecretCredential(string(pass))
 	case kqv1.SASLMechanismOAuthBearer:
 		o := s.OAuthBearer
 		switch {
@@ -217,4 +217,17 @@ func pooledClientFor(ctx context.Context, secrets client.Reader, pool *kafka.Poo
 		return cl, nil
 	}
 	return clientFor(ctx, secrets, pool, kc)
+}
+
+// withAuthError adds the client's last failure to obtain SASL credentials (kafka.Client
+// AuthError: a token endpoint that did not answer) to err, a Kafka request's failure that
+// reports only its deadline.
+func withAuthError(cl *kafka.Client, err error) error {
+	if err == nil || cl == nil {
+		return err
+	}
+	if ae := cl.AuthError(); ae != nil && !strings.Contains(err.Error(), ae.Error()) {
+		return fmt.Errorf("%w (last authentication attempt: %v)", err, ae)
+	}
+	return err
 }

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"encoding/json"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -62,12 +63,34 @@ func TestCredentialsAsUsersHaveThem(t *testing.T) {
 	tokens := rig.StartTokenServer("kqo-client", "client-secret-Zt93", "orders-app")
 	t.Cleanup(tokens.Close)
 
+	silentL, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = silentL.Close() })
+	go func() {
+		var held []net.Conn
+		for {
+			c, err := silentL.Accept()
+			if err != nil {
+				for _, c := range held {
+					_ = c.Close()
+				}
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	silent := "http://" + silentL.Addr().String() + "/token"
+
 	ns := r.newNamespace(t)
 	secrets := strimziSecrets(ns, "my-cluster", "orders-app", password, "orders-tls", ca, clientCert)
 	secrets = append(secrets,
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "oauth-token"}, StringData: map[string]string{"jwt": rig.UnsecuredJWT("orders-app", time.Hour),
 			"expired": rig.UnsecuredJWT("orders-app", -time.Hour)}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "oauth-client"}, StringData: map[string]string{"client-secret": "client-secret-Zt93", "wrong": "not-the-secret-Yy"}},
+		// Made with `echo orders-app | base64` and the like: each value ends in a line break.
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echoed"}, StringData: map[string]string{"username": "orders-app\n", "password": password + "\r\n"}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "msk-user"}, StringData: map[string]string{
 			"accessKeyId": "AKIAEXAMPLEKQO000001", "secretAccessKey": "aws-secret-key-Vb52", "sessionToken": "aws-session-token-Nm07"}},
 	)
@@ -115,6 +138,10 @@ func TestCredentialsAsUsersHaveThem(t *testing.T) {
 		{"strimzi-scram", func(kc *kqv1.KafkaCluster) {
 			kc.Spec.BootstrapServers = k.SASLBootstrapServers()
 			kc.Spec.SASL = &kqv1.KafkaClusterSASL{Mechanism: kqv1.SASLMechanismScramSHA512, SecretName: "orders-app", Username: "orders-app"}
+		}, connected},
+		{"scram-trailing-newlines", func(kc *kqv1.KafkaCluster) {
+			kc.Spec.BootstrapServers = k.SASLBootstrapServers()
+			kc.Spec.SASL = &kqv1.KafkaClusterSASL{Mechanism: kqv1.SASLMechanismScramSHA512, SecretName: "echoed"}
 		}, connected},
 		{"strimzi-mtls", func(kc *kqv1.KafkaCluster) {
 			kc.Spec.BootstrapServers = k.TLSBootstrapServers()
@@ -170,6 +197,14 @@ func TestCredentialsAsUsersHaveThem(t *testing.T) {
 				ClientCredentials: &kqv1.OAuthClientCredentials{TokenEndpoint: tokens.URL, ClientID: "kqo-client",
 					ClientSecretRef: kqv1.SecretKeyReference{Name: "oauth-client", Key: "wrong"}}}}
 		}, notConnected(kqv1.ReasonConnectionFailed, "token endpoint "+tokens.URL+" answered 401", "invalid_client")},
+		// A token endpoint that accepts connections and never answers: franz-go retries until
+		// the probe's deadline and reports only that; the condition says why.
+		{"oauth-token-endpoint-silent", func(kc *kqv1.KafkaCluster) {
+			kc.Spec.BootstrapServers = k.OAuthBootstrapServers()
+			kc.Spec.SASL = &kqv1.KafkaClusterSASL{Mechanism: kqv1.SASLMechanismOAuthBearer, OAuthBearer: &kqv1.OAuthBearer{
+				ClientCredentials: &kqv1.OAuthClientCredentials{TokenEndpoint: silent, ClientID: "kqo-client",
+					ClientSecretRef: kqv1.SecretKeyReference{Name: "oauth-client", Key: "client-secret"}}}}
+		}, notConnected(kqv1.ReasonConnectionFailed, "last authentication attempt: OAUTHBEARER token: token endpoint "+silent, "Client.Timeout exceeded")},
 		{"aws-key-missing", func(kc *kqv1.KafkaCluster) {
 			kc.Spec.BootstrapServers = k.SASLBootstrapServers()
 			kc.Spec.SASL = &kqv1.KafkaClusterSASL{Mechanism: kqv1.SASLMechanismAWSMSKIAM, AWSMSKIAM: &kqv1.AWSMSKIAM{SecretName: "msk-user", AccessKeyIDKey: "AWS_ACCESS_KEY_ID"}}

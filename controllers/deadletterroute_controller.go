@@ -352,17 +352,22 @@ func (r *DeadLetterRouteReconciler) topicOwner(ctx context.Context, kc *kqv1.Kaf
 	if err := r.List(ctx, &queues, client.MatchingFields{topicNameIndex: topicName}); err != nil {
 		return "", err
 	}
-	for i := range queues.Items {
-		q := &queues.Items[i]
-		if !q.DeletionTimestamp.IsZero() || !sameKafka(ctx, r.Client, kc, q.Namespace, q.Spec.ClusterRef.Name) {
+	return queueTopicOwnerIn(ctx, r.Client, kc, topicName, queues.Items), nil
+}
+
+// queueTopicOwnerIn is topicOwner among queues (kqctl plan: those the caller could list).
+func queueTopicOwnerIn(ctx context.Context, c client.Reader, kc *kqv1.KafkaCluster, topicName string, queues []kqv1.ShareQueue) string {
+	for i := range queues {
+		q := &queues[i]
+		if q.KafkaTopicName() != topicName || !q.DeletionTimestamp.IsZero() || !sameKafka(ctx, c, kc, q.Namespace, q.Spec.ClusterRef.Name) {
 			continue
 		}
 		if c := findCondition(q.Status.Conditions, kqv1.ConditionConflict); c != nil && c.Status == metav1.ConditionTrue {
 			continue
 		}
-		return fmt.Sprintf("ShareQueue %s/%s", q.Namespace, q.Name), nil
+		return fmt.Sprintf("ShareQueue %s/%s", q.Namespace, q.Name)
 	}
-	return "", nil
+	return ""
 }
 
 func (r *DeadLetterRouteReconciler) event(obj *kqv1.DeadLetterRoute, typ, reason, action, msg string) {
@@ -425,13 +430,19 @@ func deadLetterTopicOwner(ctx context.Context, c client.Reader, kc *kqv1.KafkaCl
 	if err := c.List(ctx, &routes, client.MatchingFields{routeTopicIndex: topicName}); err != nil {
 		return "", err
 	}
-	for i := range routes.Items {
-		d := &routes.Items[i]
-		if d.DeletionTimestamp.IsZero() && d.Status.ClusterName != "" && sameKafka(ctx, c, kc, d.Namespace, d.Status.ClusterName) {
-			return fmt.Sprintf("DeadLetterRoute %s/%s", d.Namespace, d.Name), nil
+	return deadLetterTopicOwnerIn(ctx, c, kc, topicName, routes.Items), nil
+}
+
+// deadLetterTopicOwnerIn is deadLetterTopicOwner among routes (kqctl plan: those the caller
+// could list).
+func deadLetterTopicOwnerIn(ctx context.Context, c client.Reader, kc *kqv1.KafkaCluster, topicName string, routes []kqv1.DeadLetterRoute) string {
+	for i := range routes {
+		d := &routes[i]
+		if d.Status.TopicName == topicName && d.DeletionTimestamp.IsZero() && d.Status.ClusterName != "" && sameKafka(ctx, c, kc, d.Namespace, d.Status.ClusterName) {
+			return fmt.Sprintf("DeadLetterRoute %s/%s", d.Namespace, d.Name)
 		}
 	}
-	return "", nil
+	return ""
 }
 
 func (r *DeadLetterRouteReconciler) routesOfQueue(ctx context.Context, o client.Object) []reconcile.Request {

@@ -45,6 +45,7 @@ type routeObservation struct {
 type routePlan struct {
 	Mode             kqv1.DeadLetterMode
 	TopicName        string
+	GroupID          string // the queue's share group, which GroupConfigs are written to
 	CreateTopic      *kafka.NewTopic
 	GrowPartitionsTo int32
 	TopicConfigs     []kafka.AlterConfig
@@ -73,7 +74,7 @@ func (p routePlan) Changes() []string {
 		out = append(out, describeAlter("topic "+p.TopicName, c))
 	}
 	for _, c := range p.GroupConfigs {
-		out = append(out, describeAlter("group", c))
+		out = append(out, describeAlter("group "+p.GroupID, c))
 	}
 	return out
 }
@@ -107,7 +108,7 @@ func resolveDeadLetterMode(spec kqv1.DeadLetterMode, cs kqv1.KafkaClusterStatus)
 // and errors.deadletterqueue.copy.record.enable (KIP-1191). In Republisher mode the group's
 // broker-native DLQ configs are removed if present, so records are not dead-lettered twice.
 func planRoute(dlr *kqv1.DeadLetterRoute, obs routeObservation) routePlan {
-	p := routePlan{}
+	p := routePlan{GroupID: obs.GroupID}
 	mode, why := resolveDeadLetterMode(dlr.Spec.Mode, obs.Cluster)
 	p.TopicName = dlr.KafkaTopicName(obs.QueueTopic, obs.Cluster)
 	if mode == "" {

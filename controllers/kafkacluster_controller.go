@@ -133,6 +133,7 @@ func (c *clusterScope) connect(ctx context.Context) error {
 func (c *clusterScope) observe(ctx context.Context) error {
 	probe, err := c.r.probe(c.kctx, c.cl)
 	if err != nil {
+		err = withAuthError(c.cl, err)
 		log.FromContext(ctx).Info("probe failed", "error", err.Error())
 		// Exponential backoff.
 		return &waitError{Reason: kqv1.ReasonConnectionFailed, Message: fmt.Sprintf("cannot reach the cluster at %v: %v", c.kc.Spec.BootstrapServers, err), Cause: err}

@@ -2,8 +2,11 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sort"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -13,7 +16,7 @@ import (
 )
 
 // Preview is what the operator would do for a ShareQueue manifest, computed with the same
-// pure plan the reconciler uses, from the live KafkaCluster status and live Kafka state.
+// pure plan the reconciler uses, from the KafkaCluster's status and live Kafka state.
 type Preview struct {
 	Queue string
 	// Changes are the Kafka writes the operator would make, one line each.
@@ -22,29 +25,99 @@ type Preview struct {
 	Conditions map[string]string
 	Effective  kqv1.EffectiveDelivery
 	Capacity   *kqv1.QueueCapacity
-	// Conflict names another ShareQueue that owns the topic or group, if any.
+	// Conflict names another ShareQueue that owns the topic or group, the DeadLetterRoute
+	// whose dead-letter topic the queue's topic is, or the Strimzi KafkaTopic managing the
+	// topic, if any. With another owner nothing is written; under Strimzi the group's writes
+	// stay in Changes and only the topic's are dropped, as the reconciler does.
 	Conflict string
 	// Refused are the brokers' refusals of the planned writes, sent with ValidateOnly (the
 	// TopicReady / GroupConfigured KafkaRejected messages); empty when they would succeed.
 	Refused []string
-	// Unchecked says why some writes could not be validated (a retriable Kafka error).
+	// Unchecked says why some writes or checks could not be made (a retriable Kafka error, or
+	// no permission to list Strimzi KafkaTopics).
 	Unchecked string
 }
 
-// Previewer plans ShareQueue manifests (Preview) with one Kafka client per KafkaCluster for
-// all of them; Close releases the clients.
+// RoutePreview is what the operator would do for a DeadLetterRoute manifest.
+type RoutePreview struct {
+	Route string
+	// Queue is the source ShareQueue (namespace/name).
+	Queue string
+	// Mode is the mode the route resolves to on its cluster (spec.mode Auto resolved), empty
+	// when spec.mode cannot work there.
+	Mode kqv1.DeadLetterMode
+	// TopicName is the dead-letter topic.
+	TopicName string
+	// Changes are the route's own Kafka writes; the queue's reserved attempt (Republisher
+	// mode) is the queue's change and is listed under the ShareQueue.
+	Changes []string
+	// Conditions are the TopicReady and RouteActive verdicts once the route's and its queue's
+	// planned writes are made.
+	Conditions map[string]string
+	// Conflict names the route that already owns the queue (a queue has one route).
+	Conflict  string
+	Refused   []string
+	Unchecked string
+}
+
+// ClusterPreview is what the operator would report and do for a KafkaCluster manifest, from
+// one probe of its brokers.
+type ClusterPreview struct {
+	Cluster string
+	// Changes are the writes its policies lead to (share.version finalized,
+	// __share_group_state reassigned or its min.insync.replicas set).
+	Changes []string
+	// Conditions are the Connected, ShareGroupsEnabled and ShareStateReplicated verdicts.
+	Conditions map[string]string
+	// Status is the status the probe gives, with share.version at the level being finalized;
+	// the queues and routes of this run on this cluster are planned against it.
+	Status kqv1.KafkaClusterStatus
+}
+
+// Previewer plans the manifests of one kqctl plan run (PreviewCluster, Preview, PreviewRoute),
+// with one Kafka client per KafkaCluster for all of them; Close releases the clients. It
+// reads the apiserver once per kind (ShareQueues, DeadLetterRoutes, Strimzi KafkaTopics, in
+// all namespaces, or the manifest's namespace when the caller may not list them all) with
+// the caller's own rights, and remembers what the run planned, so later manifests see earlier
+// ones: a queue sees its route, a route its queue, both their new KafkaCluster.
 type Previewer struct {
-	// Client reads the KafkaClusters, Secrets and other ShareQueues.
-	Client client.Client
-	pool   *kafka.Pool
+	// Client reads the KafkaClusters, Secrets, ShareQueues, DeadLetterRoutes and KafkaTopics.
+	Client  client.Client
+	pool    *kafka.Pool
+	strimzi *strimziTopics
 	// claimed maps each (Kafka cluster, topic or group) planned so far in this run to the
 	// queue that named it first, so two new manifests naming one topic are a conflict too.
 	claimed map[string]string
+	// clusters are the KafkaCluster manifests planned in this run, with their probed status.
+	clusters map[string]*kqv1.KafkaCluster
+	// failed is the first connection or read failure of each KafkaCluster in this run: later
+	// manifests on it fail at once with that error instead of waiting out the timeout again.
+	failed map[string]error
+	// queues are the ShareQueues planned in this run, by namespace/name.
+	queues map[string]*plannedQueue
+	// routes are the DeadLetterRoute manifests of this run (ExpectRoute), by the queue they
+	// name (namespace/name), in file order.
+	routes map[string][]*kqv1.DeadLetterRoute
+
+	liveQueues map[string][]kqv1.ShareQueue // by namespace; "" for all namespaces
+	liveRoutes map[string][]kqv1.DeadLetterRoute
 }
+
+// plannedQueue is a ShareQueue planned in this run.
+type plannedQueue struct {
+	sq   *kqv1.ShareQueue
+	plan queuePlan
+}
+
+// ErrClusterFailedBefore marks an error that is a KafkaCluster's earlier failure in the same
+// run, repeated without contacting the brokers again.
+var ErrClusterFailedBefore = errors.New("not retried in this run")
 
 // NewPreviewer returns a Previewer reading through c.
 func NewPreviewer(c client.Client) *Previewer {
-	return &Previewer{Client: c, pool: kafka.NewPool(), claimed: map[string]string{}}
+	return &Previewer{Client: c, pool: kafka.NewPool(), strimzi: newUncachedStrimziTopics(c), claimed: map[string]string{},
+		clusters: map[string]*kqv1.KafkaCluster{}, failed: map[string]error{}, queues: map[string]*plannedQueue{},
+		routes: map[string][]*kqv1.DeadLetterRoute{}, liveQueues: map[string][]kqv1.ShareQueue{}, liveRoutes: map[string][]kqv1.DeadLetterRoute{}}
 }
 
 // Close closes the Kafka clients.
@@ -57,11 +130,142 @@ func PreviewQueue(ctx context.Context, c client.Client, sq *kqv1.ShareQueue) (*P
 	return p.Preview(ctx, sq)
 }
 
+// ExpectRoute tells the Previewer that dlr is among the manifests, so its queue is planned
+// with the route in place (Republisher mode reserves an attempt). Call it for every route
+// before planning the queues.
+func (p *Previewer) ExpectRoute(dlr *kqv1.DeadLetterRoute) {
+	if dlr.Namespace == "" {
+		dlr.Namespace = "default"
+	}
+	k := dlr.Namespace + "/" + dlr.Spec.QueueRef.Name
+	p.routes[k] = append(p.routes[k], dlr)
+}
+
+// PreviewCluster probes the brokers of a KafkaCluster manifest (Secrets read from the
+// apiserver) and plans it as the KafkaCluster reconciler would; the queues and routes planned
+// after it in this run use the status it gives, so a new cluster and its queues can be
+// planned together. An error is a Secret that cannot be read or brokers that cannot be
+// reached.
+func (p *Previewer) PreviewCluster(ctx context.Context, kc *kqv1.KafkaCluster) (*ClusterPreview, error) {
+	if kc.Namespace == "" {
+		kc.Namespace = "default"
+	}
+	key := clusterKey(kc)
+	if err := p.failed[key]; err != nil {
+		return nil, err
+	}
+	cl, err := clientFor(ctx, p.Client, p.pool, kc)
+	if err != nil {
+		return nil, p.fail(key, err)
+	}
+	pr, err := (&KafkaClusterReconciler{}).probe(ctx, cl)
+	if err != nil {
+		err = withAuthError(cl, err)
+		return nil, p.fail(key, fmt.Errorf("cannot reach the cluster at %v: %w", kc.Spec.BootstrapServers, err))
+	}
+	st, conds, act := planCluster(kc, pr)
+	out := &ClusterPreview{Cluster: key, Conditions: map[string]string{}}
+	if act.FinalizeShareVersion > 0 {
+		out.Changes = append(out.Changes, fmt.Sprintf("finalize share.version %d -> %d (featurePolicy Finalize)", st.ShareVersion, act.FinalizeShareVersion))
+		// Queues and routes are planned against the level the cluster will have.
+		st.ShareVersion = int32(act.FinalizeShareVersion)
+		st.BrokerNativeDLQ = st.ShareVersion >= 2
+	}
+	if len(act.Reassign) > 0 {
+		parts := make([]int32, 0, len(act.Reassign))
+		for part := range act.Reassign {
+			parts = append(parts, part)
+		}
+		sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+		for _, part := range parts {
+			out.Changes = append(out.Changes, fmt.Sprintf("reassign %s partition %d to replicas %v (shareStateTopic.policy Manage)", ShareStateTopic, part, act.Reassign[part]))
+		}
+	}
+	if act.SetStateMinISR != nil {
+		out.Changes = append(out.Changes, fmt.Sprintf("set %s min.insync.replicas=%d (shareStateTopic.policy Manage)", ShareStateTopic, *act.SetStateMinISR))
+	}
+	for typ, in := range map[string]condInput{kqv1.ConditionConnected: conds.Connected, kqv1.ConditionShareGroupsEnabled: conds.ShareGroups, kqv1.ConditionShareStateReplicated: conds.ShareState} {
+		if in.Status != "" {
+			out.Conditions[typ] = fmt.Sprintf("%s/%s: %s", in.Status, in.Reason, in.Message)
+		}
+	}
+	planned := kc.DeepCopy()
+	planned.Status = st
+	planned.Status.Conditions = []metav1.Condition{{Type: kqv1.ConditionConnected, Status: metav1.ConditionTrue}}
+	p.clusters[key] = planned
+	out.Status = st
+	return out, nil
+}
+
+// fail records err as cluster key's failure in this run and returns it.
+func (p *Previewer) fail(key string, err error) error {
+	p.failed[key] = fmt.Errorf("%w (%w)", err, ErrClusterFailedBefore)
+	return err
+}
+
+// cluster returns KafkaCluster ns/name, as planned earlier in this run or from the apiserver,
+// and its Kafka client; a cluster that failed earlier in this run fails again at once.
+func (p *Previewer) cluster(ctx context.Context, ns, name string) (*kqv1.KafkaCluster, *kafka.Client, error) {
+	key := ns + "/" + name
+	if err := p.failed[key]; err != nil {
+		return nil, nil, err
+	}
+	kc := p.clusters[key]
+	if kc == nil {
+		kc = &kqv1.KafkaCluster{}
+		if err := p.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, kc); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, nil, fmt.Errorf("KafkaCluster %s does not exist and is not in these manifests", key)
+			}
+			return nil, nil, fmt.Errorf("reading KafkaCluster %s: %w", key, err)
+		}
+	}
+	cl, err := pooledClientFor(ctx, p.Client, p.pool, kc)
+	if err != nil {
+		return nil, nil, p.fail(key, fmt.Errorf("KafkaCluster %s: %w", key, err))
+	}
+	return kc, cl, nil
+}
+
+// listQueues returns the live ShareQueues the caller can list: in all namespaces, else in ns.
+// Each list is read once per run.
+func (p *Previewer) listQueues(ctx context.Context, ns string) ([]kqv1.ShareQueue, error) {
+	return listOnce(ctx, p.Client, p.liveQueues, ns, "ShareQueues", &kqv1.ShareQueueList{}, func(l *kqv1.ShareQueueList) []kqv1.ShareQueue { return l.Items })
+}
+
+// listRoutes is listQueues for DeadLetterRoutes.
+func (p *Previewer) listRoutes(ctx context.Context, ns string) ([]kqv1.DeadLetterRoute, error) {
+	return listOnce(ctx, p.Client, p.liveRoutes, ns, "DeadLetterRoutes", &kqv1.DeadLetterRouteList{}, func(l *kqv1.DeadLetterRouteList) []kqv1.DeadLetterRoute { return l.Items })
+}
+
+// listOnce lists list's kind in all namespaces, or in ns when that is Forbidden, keeping the
+// items in memo (key "" for all namespaces) so each is read once per run.
+func listOnce[L client.ObjectList, T any](ctx context.Context, c client.Reader, memo map[string][]T, ns, what string, list L, items func(L) []T) ([]T, error) {
+	if all, ok := memo[""]; ok {
+		return all, nil
+	}
+	if in, ok := memo[ns]; ok {
+		return in, nil
+	}
+	err := c.List(ctx, list)
+	key := ""
+	if apierrors.IsForbidden(err) {
+		key, err = ns, c.List(ctx, list, client.InNamespace(ns))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", what, err)
+	}
+	memo[key] = items(list)
+	return memo[key], nil
+}
+
 // Preview plans sq (a manifest, or the object a server-side dry run returned; its live
 // status, if the object exists, is used for the pinned topic id and managed configs) without
 // writing anything anywhere: the planned Kafka writes are sent to the brokers with
 // ValidateOnly, and a refusal is in Refused and in the TopicReady / GroupConfigured verdicts,
-// as the reconciler reports them in Plan mode.
+// as the reconciler reports them in Plan mode. The ownership checks are the reconciler's:
+// another ShareQueue naming the topic or group, a DeadLetterRoute whose dead-letter topic it
+// is, a Strimzi KafkaTopic managing the topic.
 func (p *Previewer) Preview(ctx context.Context, sq *kqv1.ShareQueue) (*Preview, error) {
 	c := p.Client
 	if sq.Namespace == "" {
@@ -76,22 +280,18 @@ func (p *Previewer) Preview(ctx context.Context, sq *kqv1.ShareQueue) (*Preview,
 		// existing queue.
 		sq.UID, sq.CreationTimestamp = "", metav1.Time{}
 	}
-	var kc kqv1.KafkaCluster
-	if err := c.Get(ctx, types.NamespacedName{Namespace: sq.Namespace, Name: sq.Spec.ClusterRef.Name}, &kc); err != nil {
-		return nil, fmt.Errorf("spec.clusterRef.name %q: %w", sq.Spec.ClusterRef.Name, err)
-	}
-	cl, err := pooledClientFor(ctx, c, p.pool, &kc)
+	kc, cl, err := p.cluster(ctx, sq.Namespace, sq.Spec.ClusterRef.Name)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("spec.clusterRef.name %q: %w", sq.Spec.ClusterRef.Name, err)
 	}
 	sq.Status.TopicName, sq.Status.GroupID = sq.KafkaTopicName(), sq.KafkaGroupID()
 	r := &ShareQueueReconciler{Client: c}
 	out := &Preview{Queue: sq.Namespace + "/" + sq.Name, Conditions: map[string]string{}}
-	// c has no cache indexes: the claimants are matched by name here, from one List.
-	others, err := claimantsUncached(ctx, c, sq, &kc)
+	all, err := p.listQueues(ctx, sq.Namespace)
 	if err != nil {
-		return nil, fmt.Errorf("listing ShareQueues that name topic %s or group %s: %w", sq.Status.TopicName, sq.Status.GroupID, err)
+		return nil, err
 	}
+	others := claimantsIn(ctx, c, sq, kc, all)
 	if sq.CreationTimestamp.IsZero() && len(others) > 0 {
 		out.Conflict = conflictMessage(&others[0]) // a new queue is younger than any existing one
 	} else if owner := ownerOf(sq, others); owner != nil {
@@ -114,18 +314,42 @@ func (p *Previewer) Preview(ctx context.Context, sq *kqv1.ShareQueue) (*Preview,
 				k.what, k.of(sq), first)
 		}
 	}
+	if out.Conflict == "" {
+		routes, err := p.listRoutes(ctx, sq.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		if route := deadLetterTopicOwnerIn(ctx, c, kc, sq.Status.TopicName, routes); route != "" {
+			out.Conflict = fmt.Sprintf("topic %s on this Kafka cluster is the dead-letter topic of %s; this ShareQueue makes no Kafka change until it names another topic", sq.Status.TopicName, route)
+		}
+	}
+	strimziOwned := ""
+	if out.Conflict == "" {
+		if _, err := p.strimzi.detect(); err != nil {
+			out.Unchecked = fmt.Sprintf("Strimzi KafkaTopic ownership not checked: %v", err)
+		} else if claim, err := p.strimzi.owner(ctx, sq.Status.TopicName, kc); err != nil {
+			out.Unchecked = fmt.Sprintf("Strimzi KafkaTopic ownership not checked: %v", err)
+		} else if claim != nil {
+			strimziOwned = strimziConflictMessage(claim, sq.Status.TopicName, sq.Status.GroupID)
+			out.Conflict = strimziOwned
+			strimziConflictStatus(&sq.Status, strimziOwned, sq.Generation)
+		}
+	}
 	obs, _, err := r.observe(ctx, cl, sq, kc.Status)
 	if err != nil {
-		return nil, err
+		err = withAuthError(cl, err)
+		return nil, p.fail(clusterKey(kc), fmt.Errorf("KafkaCluster %s: reading topic %s / group %s: %w", clusterKey(kc), sq.Status.TopicName, sq.Status.GroupID, err))
 	}
-	obs.ReserveLastAttempt = sq.Status.DeadLetter != nil && sq.Status.DeadLetter.Mode == kqv1.DeadLetterModeRepublisher
+	obs.ReserveLastAttempt = p.republisherRoute(sq, kc)
 	plan := planQueue(sq, obs)
-	out.Changes = plan.Changes()
-	if out.Conflict == "" {
+	if strimziOwned != "" {
+		yieldTopic(&plan, obs, strimziOwned)
+	}
+	if out.Conflict == "" || strimziOwned != "" {
 		// The same check as the Plan mode's: the brokers validate the writes.
 		v := validatePlan(ctx, cl, &plan)
 		if v.Unchecked != nil {
-			out.Unchecked = v.Unchecked.Error()
+			out.Unchecked = joinNote(out.Unchecked, v.Unchecked.Error())
 		}
 		res := applyResult{topicID: obs.Topic.ID, partitions: plan.Partitions, rf: obs.Topic.ReplicationFactor, topicErr: v.TopicErr, groupErr: v.GroupErr}
 		var st kqv1.ShareQueueStatus
@@ -142,10 +366,164 @@ func (p *Previewer) Preview(ctx context.Context, sq *kqv1.ShareQueue) (*Preview,
 				*in = condInput{cond.Status, cond.Reason, cond.Message}
 			}
 		}
+		p.queues[out.Queue] = &plannedQueue{sq: sq, plan: plan}
 	}
+	out.Changes = plan.Changes()
 	for typ, in := range map[string]condInput{kqv1.ConditionTopicReady: plan.TopicReady, kqv1.ConditionGroupConfigured: plan.GroupConfig, kqv1.ConditionConfigValid: plan.ConfigValid} {
 		out.Conditions[typ] = fmt.Sprintf("%s/%s: %s", in.Status, in.Reason, in.Message)
 	}
 	out.Effective, out.Capacity = plan.Effective, plan.Capacity
 	return out, nil
+}
+
+// republisherRoute reports whether sq's delivery limit reserves the republisher's attempt:
+// its live status says its route is in Republisher mode, or the first route of this run
+// naming it resolves to Republisher on kc.
+func (p *Previewer) republisherRoute(sq *kqv1.ShareQueue, kc *kqv1.KafkaCluster) bool {
+	if routes := p.routes[sq.Namespace+"/"+sq.Name]; len(routes) > 0 {
+		mode, _ := resolveDeadLetterMode(routes[0].Spec.Mode, kc.Status)
+		return mode == kqv1.DeadLetterModeRepublisher
+	}
+	return sq.Status.DeadLetter != nil && sq.Status.DeadLetter.Mode == kqv1.DeadLetterModeRepublisher
+}
+
+// PreviewRoute plans a DeadLetterRoute manifest (or the object a server-side dry run
+// returned) as the route reconciler would, after the writes planned for its queue in this
+// run: the route's topic and group writes are sent to the brokers with ValidateOnly. An
+// error is a queue or KafkaCluster that neither exists nor is in the run, or Kafka that
+// cannot be read.
+func (p *Previewer) PreviewRoute(ctx context.Context, dlr *kqv1.DeadLetterRoute) (*RoutePreview, error) {
+	c := p.Client
+	if dlr.Namespace == "" {
+		dlr.Namespace = "default"
+	}
+	var live kqv1.DeadLetterRoute
+	if err := c.Get(ctx, client.ObjectKeyFromObject(dlr), &live); err == nil {
+		dlr.Status = live.Status
+		dlr.UID, dlr.CreationTimestamp = live.UID, live.CreationTimestamp
+	} else {
+		dlr.UID, dlr.CreationTimestamp = "", metav1.Time{}
+	}
+	queueKey := dlr.Namespace + "/" + dlr.Spec.QueueRef.Name
+	out := &RoutePreview{Route: dlr.Namespace + "/" + dlr.Name, Queue: queueKey, Conditions: map[string]string{}}
+
+	// One route per queue: the oldest live one owns it, then the first of this run.
+	routes, err := p.listRoutes(ctx, dlr.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	var naming []kqv1.DeadLetterRoute
+	for _, r := range routes {
+		if r.Namespace == dlr.Namespace && r.Spec.QueueRef.Name == dlr.Spec.QueueRef.Name {
+			naming = append(naming, r)
+		}
+	}
+	if owner := kqv1.OwningRoute(naming); owner != nil && owner.Name != dlr.Name {
+		out.Conflict = fmt.Sprintf("ShareQueue %s already has DeadLetterRoute %s (created %s); a queue has one route, so this one writes nothing", dlr.Spec.QueueRef.Name, owner.Name, owner.CreationTimestamp.UTC().Format("2006-01-02T15:04:05Z"))
+	} else if owner == nil {
+		if run := p.routes[queueKey]; len(run) > 0 && run[0].Name != dlr.Name {
+			out.Conflict = fmt.Sprintf("ShareQueue %s is also named by DeadLetterRoute %s earlier in these manifests; a queue has one route: applied together, that one is created first and owns it, and this one writes nothing", dlr.Spec.QueueRef.Name, run[0].Name)
+		}
+	}
+
+	var sq *kqv1.ShareQueue
+	var queuePlanned *queuePlan
+	if pq := p.queues[queueKey]; pq != nil {
+		sq, queuePlanned = pq.sq, &pq.plan
+	} else {
+		sq = &kqv1.ShareQueue{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: dlr.Namespace, Name: dlr.Spec.QueueRef.Name}, sq); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("spec.queueRef.name: ShareQueue %s does not exist and is not planned in these manifests (one in Conflict is not planned)", queueKey)
+			}
+			return nil, fmt.Errorf("reading ShareQueue %s: %w", queueKey, err)
+		}
+	}
+	kc, cl, err := p.cluster(ctx, sq.Namespace, sq.Spec.ClusterRef.Name)
+	if err != nil {
+		return nil, fmt.Errorf("ShareQueue %s spec.clusterRef.name %q: %w", queueKey, sq.Spec.ClusterRef.Name, err)
+	}
+	attempts, _ := sq.ApplicationAttempts(kc.Status)
+	obs := routeObservation{Cluster: kc.Status, QueueTopic: sq.KafkaTopicName(), GroupID: sq.KafkaGroupID(), QueueAttempts: attempts}
+	topicName := dlr.KafkaTopicName(obs.QueueTopic, kc.Status)
+	if out.Conflict != "" {
+		out.TopicName = topicName
+		return out, nil
+	}
+	queues, err := p.listQueues(ctx, dlr.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	obs.TopicOwner = queueTopicOwnerIn(ctx, c, kc, topicName, queues)
+	for k, pq := range p.queues {
+		if obs.TopicOwner == "" && k != queueKey && pq.sq.KafkaTopicName() == topicName && sameKafka(ctx, c, kc, pq.sq.Namespace, pq.sq.Spec.ClusterRef.Name) {
+			obs.TopicOwner = "ShareQueue " + k + " (in these manifests)"
+		}
+	}
+	livetg, err := readTopicAndGroup(ctx, cl, topicName, obs.GroupID)
+	if err != nil {
+		err = withAuthError(cl, err)
+		return nil, p.fail(clusterKey(kc), fmt.Errorf("KafkaCluster %s: reading topic %s / group %s: %w", clusterKey(kc), topicName, obs.GroupID, err))
+	}
+	obs.Topic, obs.TopicConfigs, obs.GroupConfigs = livetg.Topic, livetg.TopicConfigs, livetg.GroupConfigs
+	if queuePlanned != nil {
+		// The route acts after its queue's planned writes: the group's configs as they will be.
+		obs.GroupConfigs = withAlters(obs.GroupConfigs, queuePlanned.GroupConfigs, kafka.ConfigSourceGroup)
+	}
+	plan := planRoute(dlr, obs)
+	out.Mode, out.TopicName, out.Changes = plan.Mode, plan.TopicName, plan.Changes()
+	topicReady, routeActive := plan.TopicReady, plan.RouteActive
+	if !plan.Blocked && !plan.Empty() {
+		w := topicWrites{Topic: plan.TopicName, Create: plan.CreateTopic, GrowTo: plan.GrowPartitionsTo, TopicConfigs: plan.TopicConfigs, Group: obs.GroupID, GroupConfigs: plan.GroupConfigs}
+		if w.Create != nil {
+			// As in apply: the group is pointed at the topic once it exists.
+			w.GroupConfigs = nil
+		}
+		v := validateWrites(ctx, cl, w)
+		for _, e := range []struct {
+			err  error
+			cond *condInput
+			what string
+		}{{v.CreateErr, &topicReady, "creating topic " + plan.TopicName}, {v.GrowErr, &topicReady, "growing topic " + plan.TopicName},
+			{v.TopicConfigErr, &topicReady, "topic " + plan.TopicName + " configs"}, {v.GroupConfigErr, &routeActive, "group " + obs.GroupID + " configs"}} {
+			switch {
+			case e.err == nil, kafka.IsAlreadyExists(e.err):
+			case kafka.IsRetriable(e.err):
+				out.Unchecked = joinNote(out.Unchecked, fmt.Sprintf("%s: %v", e.what, e.err))
+			default:
+				msg := fmt.Sprintf("the brokers refuse %s: %v", e.what, e.err)
+				out.Refused = append(out.Refused, msg)
+				*e.cond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, msg}
+				routeActive = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, msg}
+			}
+		}
+	}
+	for typ, in := range map[string]condInput{kqv1.ConditionTopicReady: topicReady, kqv1.ConditionRouteActive: routeActive} {
+		out.Conditions[typ] = fmt.Sprintf("%s/%s: %s", in.Status, in.Reason, in.Message)
+	}
+	return out, nil
+}
+
+// withAlters returns configs with the incremental changes applied (a set value gets source).
+func withAlters(configs map[string]kafka.ConfigEntry, alters []kafka.AlterConfig, source kafka.ConfigSource) map[string]kafka.ConfigEntry {
+	out := make(map[string]kafka.ConfigEntry, len(configs)+len(alters))
+	for k, v := range configs {
+		out[k] = v
+	}
+	for _, a := range alters {
+		switch a.Op {
+		case kafka.OpSet:
+			out[a.Name] = kafka.ConfigEntry{Value: a.Value, Source: source}
+		case kafka.OpDelete:
+			delete(out, a.Name)
+		}
+	}
+	return out
+}
+
+func joinNote(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
 }

@@ -225,6 +225,7 @@ func (q *queueScope) observe(context.Context) error {
 	sq := q.sq
 	obs, group, err := q.r.observe(q.kctx, q.cl, sq, q.kc.Status)
 	if err != nil {
+		err = withAuthError(q.cl, err)
 		return &waitError{Reason: kqv1.ReasonKafkaUnavailable, Message: fmt.Sprintf("reading topic %s / group %s: %v", sq.Status.TopicName, sq.Status.GroupID, err), Cause: err}
 	}
 	obs.ReserveLastAttempt = sq.Status.DeadLetter != nil && sq.Status.DeadLetter.Mode == kqv1.DeadLetterModeRepublisher

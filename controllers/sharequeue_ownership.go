@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -75,27 +74,18 @@ func (r *ShareQueueReconciler) claimants(ctx context.Context, sq *kqv1.ShareQueu
 	return claimantsAmong(ctx, r.Client, sq, kc, lists), nil
 }
 
-// claimantsUncached is claimants for a client without the cache's indexes (kqctl plan): it
-// lists every ShareQueue (those in sq's namespace when the caller may not list them all) and
-// matches the names itself.
-func claimantsUncached(ctx context.Context, c client.Reader, sq *kqv1.ShareQueue, kc *kqv1.KafkaCluster) ([]claimant, error) {
-	var list kqv1.ShareQueueList
-	err := c.List(ctx, &list)
-	if apierrors.IsForbidden(err) {
-		err = c.List(ctx, &list, client.InNamespace(sq.Namespace))
-	}
-	if err != nil {
-		return nil, err
-	}
+// claimantsIn is claimants for a client without the cache's indexes (kqctl plan): it matches
+// the names itself among all, the ShareQueues the caller could list.
+func claimantsIn(ctx context.Context, c client.Reader, sq *kqv1.ShareQueue, kc *kqv1.KafkaCluster, all []kqv1.ShareQueue) []claimant {
 	lists := make([][]kqv1.ShareQueue, len(claimKeys))
 	for i, k := range claimKeys {
-		for _, o := range list.Items {
+		for _, o := range all {
 			if k.of(&o) == k.of(sq) {
 				lists[i] = append(lists[i], o)
 			}
 		}
 	}
-	return claimantsAmong(ctx, c, sq, kc, lists), nil
+	return claimantsAmong(ctx, c, sq, kc, lists)
 }
 
 // claimantsAmong picks, from the queues naming each of claimKeys (lists, in claimKeys'

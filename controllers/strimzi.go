@@ -70,6 +70,15 @@ type strimziTopics struct {
 
 	mu       sync.Mutex
 	topicGVK schema.GroupVersionKind // empty until the CRD is found and watched
+	// all is every KafkaTopic, listed once, when there is no index (topicsNaming).
+	all []unstructured.Unstructured
+}
+
+// newUncachedStrimziTopics returns a strimziTopics reading the apiserver directly through c,
+// without index or watch (kqctl plan): the KafkaTopic CRD is looked up once, and every
+// KafkaTopic is listed once, at the first check.
+func newUncachedStrimziTopics(c client.Client) *strimziTopics {
+	return &strimziTopics{mapper: c.RESTMapper(), cache: c, reader: c}
 }
 
 // installed returns the KafkaTopic kind being watched, if any.
@@ -100,11 +109,15 @@ func (s *strimziTopics) detect() (bool, error) {
 	if !s.topicGVK.Empty() {
 		return true, nil
 	}
-	if err := s.index(m.GroupVersionKind); err != nil {
-		return false, err
+	if s.index != nil {
+		if err := s.index(m.GroupVersionKind); err != nil {
+			return false, err
+		}
 	}
-	if err := s.watch(m.GroupVersionKind); err != nil {
-		return false, err
+	if s.watch != nil {
+		if err := s.watch(m.GroupVersionKind); err != nil {
+			return false, err
+		}
 	}
 	s.topicGVK = m.GroupVersionKind
 	return true, nil
@@ -156,14 +169,13 @@ func (s *strimziTopics) owner(ctx context.Context, topic string, kc *kqv1.KafkaC
 	if !ok {
 		return nil, nil
 	}
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err := s.cache.List(ctx, list, client.MatchingFields{strimziTopicNameIndex: topic}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing Strimzi KafkaTopics: %w", err)
+	items, err := s.topicsNaming(ctx, gvk, topic)
+	if err != nil {
+		return nil, err
 	}
 	var claims []strimziClaim
-	for i := range list.Items {
-		kt := &list.Items[i]
+	for i := range items {
+		kt := &items[i]
 		cluster, managed := strimziManages(kt)
 		if !managed || kafkaTopicNameOf(kt) != topic {
 			continue
@@ -177,6 +189,32 @@ func (s *strimziTopics) owner(ctx context.Context, topic string, kc *kqv1.KafkaC
 	}
 	sort.Slice(claims, func(i, j int) bool { return claims[i].String() < claims[j].String() })
 	return &claims[0], nil
+}
+
+// topicsNaming returns the KafkaTopics that may claim topic: from the cache's index in the
+// manager; without one (kqctl plan reads the apiserver directly), from one List of every
+// KafkaTopic made at the first call and kept for the Previewer's run.
+func (s *strimziTopics) topicsNaming(ctx context.Context, gvk schema.GroupVersionKind, topic string) ([]unstructured.Unstructured, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if s.index != nil {
+		if err := s.cache.List(ctx, list, client.MatchingFields{strimziTopicNameIndex: topic}, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("listing Strimzi KafkaTopics: %w", err)
+		}
+		return list.Items, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.all == nil {
+		if err := s.reader.List(ctx, list); err != nil {
+			return nil, fmt.Errorf("listing Strimzi KafkaTopics (kafka.strimzi.io) in all namespaces: %w", err)
+		}
+		s.all = list.Items
+		if s.all == nil {
+			s.all = []unstructured.Unstructured{}
+		}
+	}
+	return s.all, nil
 }
 
 // kafkaTopicNameOf is the Kafka topic a KafkaTopic manages: status.topicName (what the topic

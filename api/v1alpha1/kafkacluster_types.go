@@ -236,13 +236,15 @@ type KafkaClusterSASL struct {
 	// +kubebuilder:validation:MaxLength=1024
 	Username string `json:"username,omitempty"`
 	// usernameKey is the key of secretName holding the user name. Default "username" when
-	// username is not set.
+	// username is not set. Trailing line breaks of the value are dropped (a Secret made with
+	// `echo name | base64` has one), for the manager and the republisher sidecar alike.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	UsernameKey string `json:"usernameKey,omitempty"`
 	// passwordKey is the key of secretName holding the password. Default "password" (also the
-	// key of a Strimzi KafkaUser's Secret).
+	// key of a Strimzi KafkaUser's Secret). Trailing line breaks of the value are dropped;
+	// other whitespace is kept as part of the password.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253

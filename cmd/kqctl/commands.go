@@ -9,14 +9,16 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -66,7 +68,7 @@ func (o *importOptions) run(cf *genericclioptions.ConfigFlags, stdout, stderr io
 	// check looks in the kubeconfig's namespace.
 	ns := *cf.Namespace
 	if *file == "" {
-		return errors.New("-f is required")
+		return usageError{"-f is required: the SQS attributes JSON file, or - for stdin"}
 	}
 	var data []byte
 	var err error
@@ -264,6 +266,8 @@ func runPlan(args []string, stdout io.Writer) error {
 
 type planOptions struct {
 	file string
+	// stdin is read for -f - (os.Stdin when nil).
+	stdin io.Reader
 }
 
 // planFieldOwner is the field manager of plan's server-side dry-run applies.
@@ -276,22 +280,57 @@ const (
 	progressInterval = 2 * time.Second
 )
 
+// defaultPlanTimeout bounds the planning of one manifest (its apiserver and Kafka requests)
+// when --request-timeout is not given.
+const defaultPlanTimeout = 60 * time.Second
+
 // planCounts are what plan found, for its exit status.
 type planCounts struct {
-	queues, invalid, unplanned, refused int
+	planned, invalid, unplanned, refused int
+}
+
+// manifest is one document of a manifest file.
+type manifest struct {
+	index, line int // 1-based document number and its first line
+	obj         *unstructured.Unstructured
+	// name is "Kind namespace/name" once its namespace is set.
+	name string
+}
+
+// planRun is one kqctl plan: the manifests, the client, the counts and the progress line.
+type planRun struct {
+	c              client.Client
+	pv             *controllers.Previewer
+	ns             string
+	timeout        time.Duration
+	stdout, stderr io.Writer
+	n              planCounts
+	total, done    int
+	start, last    time.Time
 }
 
 func (o *planOptions) run(cf *genericclioptions.ConfigFlags, stdout, stderr io.Writer) error {
 	if o.file == "" {
-		return errors.New("-f is required")
+		return usageError{"-f is required: a manifest file, or - for stdin"}
 	}
-	data, err := os.ReadFile(o.file)
+	var data []byte
+	var err error
+	if o.file == "-" {
+		in := o.stdin
+		if in == nil {
+			in = os.Stdin
+		}
+		data, err = io.ReadAll(in)
+	} else {
+		data, err = os.ReadFile(o.file)
+	}
 	if err != nil {
 		return err
 	}
-	docs, err := decodeManifests(data)
+	docs, bad := splitManifests(data)
+	timeout, err := requestTimeout(cf)
 	if err != nil {
-		return fmt.Errorf("%s: %w", o.file, err)
+		return usageError{err.Error()}
 	}
 	// Manifests without a namespace get -n, else the kubeconfig's.
 	c, ns, err := newClient(cf)
@@ -301,148 +340,310 @@ func (o *planOptions) run(cf *genericclioptions.ConfigFlags, stdout, stderr io.W
 	// One Kafka client per KafkaCluster for the whole run.
 	pv := controllers.NewPreviewer(c)
 	defer pv.Close()
-	var n planCounts
-	start, last := time.Now(), time.Now()
-	for i, u := range docs {
-		o.planOne(c, pv, ns, u, stdout, &n)
-		if done := i + 1; done < len(docs) && (done%progressEvery == 0 || time.Since(last) >= progressInterval) {
-			fmt.Fprintf(stderr, "plan: %d of %d manifests (%s)\n", done, len(docs), time.Since(start).Round(time.Second))
-			last = time.Now()
+	r := &planRun{c: c, pv: pv, ns: ns, timeout: timeout, stdout: stdout, stderr: stderr, total: len(docs) + len(bad), start: time.Now(), last: time.Now()}
+	source := o.file
+	if source == "-" {
+		source = "stdin"
+	}
+	for _, b := range bad {
+		r.n.invalid++
+		fmt.Fprintf(stdout, "%s document %d (line %d): not a manifest: %v\n\n", source, b.index, b.line, b.err)
+		r.progress()
+	}
+	// Every manifest first goes through the server-side dry run, in file order; then the
+	// KafkaClusters, ShareQueues and DeadLetterRoutes among them are planned in that order,
+	// each seeing the ones before it (a queue its new cluster and its route, a route its
+	// queue's planned writes).
+	created := map[string]bool{} // namespaces these manifests create
+	var clusters, queues, routes []*manifest
+	for _, m := range docs {
+		if !r.dryRun(m, created) {
+			continue
+		}
+		switch gk := m.obj.GroupVersionKind().GroupKind(); {
+		case gk == kqv1.GroupVersion.WithKind("KafkaCluster").GroupKind():
+			clusters = append(clusters, m)
+		case gk == kqv1.GroupVersion.WithKind("ShareQueue").GroupKind():
+			queues = append(queues, m)
+		case gk == kqv1.GroupVersion.WithKind("DeadLetterRoute").GroupKind():
+			routes = append(routes, m)
+		default:
+			fmt.Fprintf(stdout, "%s: accepted by the apiserver (server-side dry run)\n\n", m.name)
+			r.progress()
 		}
 	}
+	typed := make(map[*manifest]client.Object, len(clusters)+len(queues)+len(routes))
+	for _, set := range []struct {
+		ms  []*manifest
+		new func() client.Object
+	}{{clusters, func() client.Object { return &kqv1.KafkaCluster{} }}, {queues, func() client.Object { return &kqv1.ShareQueue{} }},
+		{routes, func() client.Object { return &kqv1.DeadLetterRoute{} }}} {
+		for _, m := range set.ms {
+			obj := set.new()
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m.obj.Object, obj); err != nil {
+				r.n.unplanned++
+				fmt.Fprintf(stdout, "%s: cannot plan: %v\n\n", m.name, err)
+				continue
+			}
+			typed[m] = obj
+			if dlr, ok := obj.(*kqv1.DeadLetterRoute); ok {
+				pv.ExpectRoute(dlr)
+			}
+		}
+	}
+	for _, m := range append(append(clusters, queues...), routes...) {
+		if obj, ok := typed[m]; ok {
+			r.planOne(m, obj)
+		}
+		r.progress()
+	}
 	var problems []string
-	if n.invalid > 0 {
-		problems = append(problems, fmt.Sprintf("%d manifest(s) refused by the apiserver", n.invalid))
+	if r.n.invalid > 0 {
+		problems = append(problems, fmt.Sprintf("%d manifest(s) refused by the apiserver or unreadable", r.n.invalid))
 	}
-	if n.unplanned > 0 {
-		problems = append(problems, fmt.Sprintf("%d of %d ShareQueue(s) could not be planned", n.unplanned, n.queues))
+	if r.n.unplanned > 0 {
+		problems = append(problems, fmt.Sprintf("%d of %d KafkaCluster/ShareQueue/DeadLetterRoute manifest(s) could not be planned", r.n.unplanned, r.n.planned))
 	}
-	if n.refused > 0 {
-		problems = append(problems, fmt.Sprintf("%d of %d ShareQueue(s) have changes the brokers refuse", n.refused, n.queues))
+	if r.n.refused > 0 {
+		problems = append(problems, fmt.Sprintf("%d of %d have changes the brokers refuse", r.n.refused, r.n.planned))
 	}
 	if len(problems) > 0 {
 		return errors.New(strings.Join(problems, "; "))
 	}
-	if n.queues == 0 {
-		return errors.New("no ShareQueue in " + o.file)
+	if r.n.planned == 0 {
+		return errors.New("no KafkaCluster, ShareQueue or DeadLetterRoute in " + source)
 	}
 	return nil
 }
 
-// decodeManifests reads every YAML or JSON document of a manifest file (a List's items
-// count one by one); empty documents are skipped.
-func decodeManifests(data []byte) ([]*unstructured.Unstructured, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		var raw map[string]any
-		if err := dec.Decode(&raw); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out, nil
+// requestTimeout is --request-timeout as a Duration (kubectl's rules: a bare number is
+// seconds, 0 means none), else defaultPlanTimeout.
+func requestTimeout(cf *genericclioptions.ConfigFlags) (time.Duration, error) {
+	if cf.Timeout == nil || *cf.Timeout == "" || *cf.Timeout == "0" {
+		return defaultPlanTimeout, nil
+	}
+	v := *cf.Timeout
+	if d, err := time.ParseDuration(v); err == nil {
+		return d, nil
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil && secs >= 0 {
+		return time.Duration(secs) * time.Second, nil
+	}
+	return 0, fmt.Errorf("--request-timeout %q: want a duration such as 30s or 2m", v)
+}
+
+// progress counts a finished manifest and prints the progress line when due.
+func (r *planRun) progress() {
+	r.done++
+	if r.done < r.total && (r.done%progressEvery == 0 || time.Since(r.last) >= progressInterval) {
+		fmt.Fprintf(r.stderr, "plan: %d of %d manifests (%s)\n", r.done, r.total, time.Since(r.start).Round(time.Second))
+		r.last = time.Now()
+	}
+}
+
+// badDocument is a document of the file that is not a manifest.
+type badDocument struct {
+	index, line int
+	err         error
+}
+
+// splitManifests reads every YAML document of a manifest file (split at "---" lines; a JSON
+// file is one document; a List's items count one by one). Empty documents are skipped; a
+// document that is not valid YAML, or not an object with apiVersion and kind, is returned in
+// bad with its number and first line, and the others are still read.
+func splitManifests(data []byte) (docs []*manifest, bad []badDocument) {
+	type chunk struct {
+		line int
+		text []byte
+	}
+	var chunks []chunk
+	if t := bytes.TrimSpace(data); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+		chunks = []chunk{{1, data}}
+	} else {
+		start, cur := 1, []byte{}
+		lines := bytes.SplitAfter(data, []byte("\n"))
+		for i, l := range lines {
+			if sep := bytes.TrimRight(l, "\r\n"); bytes.Equal(sep, []byte("---")) || bytes.HasPrefix(sep, []byte("--- ")) || bytes.HasPrefix(sep, []byte("---\t")) {
+				chunks = append(chunks, chunk{start, cur})
+				start, cur = i+2, []byte{}
+				continue
 			}
-			return nil, err
+			cur = append(cur, l...)
 		}
-		if len(raw) == 0 {
+		chunks = append(chunks, chunk{start, cur})
+	}
+	index := 0
+	for _, ch := range chunks {
+		var raw map[string]any
+		err := yaml.Unmarshal(ch.text, &raw)
+		if err == nil && len(raw) == 0 {
+			continue // empty or comments only
+		}
+		index++
+		if err != nil {
+			bad = append(bad, badDocument{index, ch.line, err})
 			continue
 		}
 		u := &unstructured.Unstructured{Object: raw}
+		if u.GetAPIVersion() == "" || u.GetKind() == "" {
+			bad = append(bad, badDocument{index, ch.line, errors.New("apiVersion and kind are required")})
+			continue
+		}
 		if u.IsList() {
 			if err := u.EachListItem(func(obj runtime.Object) error {
-				out = append(out, obj.(*unstructured.Unstructured))
+				docs = append(docs, &manifest{index: index, line: ch.line, obj: obj.(*unstructured.Unstructured)})
 				return nil
 			}); err != nil {
-				return nil, err
+				bad = append(bad, badDocument{index, ch.line, err})
 			}
 			continue
 		}
-		out = append(out, u)
+		docs = append(docs, &manifest{index: index, line: ch.line, obj: u})
 	}
+	return docs, bad
 }
 
-// planOne sends one manifest through a server-side dry-run apply (the apiserver's own
-// schema, unknown-field check, defaults and CEL rules; nothing is stored) and, for a
-// ShareQueue, plans the object the apiserver returned against live Kafka, the brokers
-// validating its writes.
-func (o *planOptions) planOne(c client.Client, pv *controllers.Previewer, ns string, u *unstructured.Unstructured, stdout io.Writer, n *planCounts) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+// dryRun sends one manifest through a server-side dry-run apply (the apiserver's own schema,
+// unknown-field check, defaults and CEL rules; nothing is stored) and keeps the object the
+// apiserver returned. A namespaced object in a namespace that these manifests create (and
+// the dry run therefore cannot find) is checked in the kubeconfig's namespace instead.
+// It reports whether the apiserver accepted it.
+func (r *planRun) dryRun(m *manifest, created map[string]bool) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
 	defer cancel()
-	kind := u.GetKind()
-	isQueue := u.GroupVersionKind().GroupKind() == kqv1.GroupVersion.WithKind("ShareQueue").GroupKind()
-	if isQueue {
-		n.queues++
-	}
+	u := m.obj
 	if u.GetNamespace() == "" {
-		if namespaced, err := c.IsObjectNamespaced(u); err == nil && namespaced {
-			u.SetNamespace(ns)
+		if namespaced, err := r.c.IsObjectNamespaced(u); err == nil && namespaced {
+			u.SetNamespace(r.ns)
 		}
 	}
-	name := u.GetName()
+	m.name = u.GetKind() + " " + u.GetName()
 	if u.GetNamespace() != "" {
-		name = u.GetNamespace() + "/" + name
+		m.name = u.GetKind() + " " + u.GetNamespace() + "/" + u.GetName()
 	}
-	if kind == "" {
-		kind = "object"
+	apply := func(obj *unstructured.Unstructured) error {
+		return r.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.DryRunAll, client.FieldOwner(planFieldOwner), client.ForceOwnership)
 	}
-	err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.DryRunAll, client.FieldOwner(planFieldOwner), client.ForceOwnership)
-	if err != nil {
-		n.invalid++
-		if isQueue {
-			n.unplanned++
+	ns := u.GetNamespace()
+	err := apply(u)
+	if err != nil && apierrors.IsNotFound(err) && created[ns] && ns != r.ns {
+		// Checked in another namespace; the object keeps its own.
+		u.SetNamespace(r.ns)
+		err = apply(u)
+		u.SetNamespace(ns)
+		if err == nil {
+			fmt.Fprintf(r.stdout, "%s: namespace %s is created by these manifests, so the dry run ran in namespace %s\n", m.name, ns, r.ns)
 		}
-		fmt.Fprintf(stdout, "%s %s: refused by the apiserver (server-side dry run): %v\n\n", kind, name, err)
-		return
 	}
-	if !isQueue {
-		fmt.Fprintf(stdout, "%s %s: accepted by the apiserver (server-side dry run)\n\n", kind, name)
-		return
-	}
-	var sq kqv1.ShareQueue
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &sq); err != nil {
-		n.unplanned++
-		fmt.Fprintf(stdout, "ShareQueue %s: cannot plan: %v\n\n", name, err)
-		return
-	}
-	p, err := pv.Preview(ctx, &sq)
 	if err != nil {
-		n.unplanned++
-		fmt.Fprintf(stdout, "ShareQueue %s/%s: cannot plan: %v\n\n", sq.Namespace, sq.Name, err)
-		return
+		r.n.invalid++
+		fmt.Fprintf(r.stdout, "%s: refused by the apiserver (server-side dry run): %v\n\n", m.name, err)
+		r.progress()
+		return false
 	}
-	printPreview(stdout, p)
-	if len(p.Refused) > 0 {
-		n.refused++
+	if u.GroupVersionKind().GroupKind() == corev1.SchemeGroupVersion.WithKind("Namespace").GroupKind() {
+		created[u.GetName()] = true
+	}
+	return true
+}
+
+// planOne plans one KafkaCluster, ShareQueue or DeadLetterRoute (the object the dry run
+// returned) against live Kafka, the brokers validating its writes, and prints the plan.
+func (r *planRun) planOne(m *manifest, obj client.Object) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	defer cancel()
+	r.n.planned++
+	var err error
+	switch o := obj.(type) {
+	case *kqv1.KafkaCluster:
+		var p *controllers.ClusterPreview
+		if p, err = r.pv.PreviewCluster(ctx, o); err == nil {
+			printClusterPreview(r.stdout, p)
+		}
+	case *kqv1.ShareQueue:
+		var p *controllers.Preview
+		if p, err = r.pv.Preview(ctx, o); err == nil {
+			printPreview(r.stdout, p)
+			if len(p.Refused) > 0 {
+				r.n.refused++
+			}
+		}
+	case *kqv1.DeadLetterRoute:
+		var p *controllers.RoutePreview
+		if p, err = r.pv.PreviewRoute(ctx, o); err == nil {
+			printRoutePreview(r.stdout, p)
+			if len(p.Refused) > 0 {
+				r.n.refused++
+			}
+		}
+	}
+	if err != nil {
+		r.n.unplanned++
+		fmt.Fprintf(r.stdout, "%s: cannot plan: %v\n\n", m.name, err)
 	}
 }
 
-func printPreview(stdout io.Writer, p *controllers.Preview) {
-	fmt.Fprintf(stdout, "ShareQueue %s\n", p.Queue)
-	if p.Conflict != "" {
-		fmt.Fprintf(stdout, "  CONFLICT: %s\n", p.Conflict)
-	}
+func printClusterPreview(stdout io.Writer, p *controllers.ClusterPreview) {
+	fmt.Fprintf(stdout, "KafkaCluster %s\n", p.Cluster)
+	fmt.Fprintf(stdout, "  cluster id %s: %d broker(s), share.version %d\n", p.Status.ClusterID, p.Status.BrokerCount, p.Status.ShareVersion)
 	if len(p.Changes) == 0 {
 		fmt.Fprintln(stdout, "  no changes")
 	}
 	for _, ch := range p.Changes {
 		fmt.Fprintf(stdout, "  ~ %s\n", ch)
 	}
-	for _, r := range p.Refused {
-		fmt.Fprintf(stdout, "  REFUSED: %s\n", r)
+	printConditions(stdout, p.Conditions)
+	fmt.Fprintln(stdout)
+}
+
+func printRoutePreview(stdout io.Writer, p *controllers.RoutePreview) {
+	fmt.Fprintf(stdout, "DeadLetterRoute %s (queue %s)\n", p.Route, p.Queue)
+	if p.Conflict == "" {
+		fmt.Fprintf(stdout, "  mode %s, dead-letter topic %s\n", dash(string(p.Mode)), p.TopicName)
 	}
-	if p.Unchecked != "" {
-		fmt.Fprintf(stdout, "  NOT VALIDATED (the brokers could not be asked): %s\n", p.Unchecked)
-	}
-	keys := make([]string, 0, len(p.Conditions))
-	for k := range p.Conditions {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(stdout, "  %s: %s\n", k, p.Conditions[k])
-	}
+	printFindings(stdout, p.Conflict, p.Changes, p.Refused, p.Unchecked, p.Conditions)
+	fmt.Fprintln(stdout)
+}
+
+func printPreview(stdout io.Writer, p *controllers.Preview) {
+	fmt.Fprintf(stdout, "ShareQueue %s\n", p.Queue)
+	printFindings(stdout, p.Conflict, p.Changes, p.Refused, p.Unchecked, p.Conditions)
 	if p.Capacity != nil {
 		fmt.Fprintf(stdout, "  capacity: %d in-flight records, %s of broker state\n", p.Capacity.MaxInFlightRecords, humanBytes(p.Capacity.InFlightStateBytes))
 	}
 	fmt.Fprintln(stdout)
+}
+
+// printFindings prints a plan's conflict, changes (or "no changes"), the brokers' refusals,
+// the checks not made and the conditions, sorted by type.
+func printFindings(stdout io.Writer, conflict string, changes, refused []string, unchecked string, conds map[string]string) {
+	if conflict != "" {
+		fmt.Fprintf(stdout, "  CONFLICT: %s\n", conflict)
+	}
+	if len(changes) == 0 {
+		fmt.Fprintln(stdout, "  no changes")
+	}
+	for _, ch := range changes {
+		fmt.Fprintf(stdout, "  ~ %s\n", ch)
+	}
+	for _, r := range refused {
+		fmt.Fprintf(stdout, "  REFUSED: %s\n", r)
+	}
+	if unchecked != "" {
+		fmt.Fprintf(stdout, "  NOT CHECKED: %s\n", unchecked)
+	}
+	printConditions(stdout, conds)
+}
+
+func printConditions(stdout io.Writer, conds map[string]string) {
+	keys := make([]string, 0, len(conds))
+	for k := range conds {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(stdout, "  %s: %s\n", k, conds[k])
+	}
 }
 
 func dash(s string) string {

@@ -12,12 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
@@ -42,6 +44,7 @@ func TestMain(m *testing.M) {
 }
 
 func runWithRig(m *testing.M) int {
+	ctrllog.SetLogger(logr.Discard()) // as main does
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	k, err := rig.StartKafka(ctx, rig.KafkaOptions{})
@@ -360,7 +363,7 @@ spec:
   clusterRef: {name: local}
 `
 	err := run([]string{"plan", "--kubeconfig", kubeconfig, "-f", writeFile(t, manifest)}, &out, &errOut)
-	if err == nil || !strings.Contains(err.Error(), "2 of 3 ShareQueue(s) have changes the brokers refuse") {
+	if err == nil || !strings.Contains(err.Error(), "2 of 3 have changes the brokers refuse") {
 		t.Errorf("err %v, want 2 of 3 refused", err)
 	}
 	s := out.String()

@@ -13,9 +13,15 @@ package main
 import (
 	"fmt"
 	"os"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 func main() {
+	// controller-runtime's client logs through its global logger, which warns with a stack
+	// trace on stderr when a run lasts 30s without one set; kqctl reports errors itself.
+	ctrllog.SetLogger(logr.Discard())
 	name := commandName(os.Args[0], os.Getenv)
 	err := execute(name, argsFor(os.Args), os.Stdout, os.Stderr)
 	if err != nil {

@@ -199,22 +199,35 @@ func newPlanCmd(name string, cf *genericclioptions.ConfigFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plan -f manifests.yaml [-n NS]",
 		Short: "Show what the operator would change for the given manifests, applying nothing",
-		Long: `Show what the operator would change for the ShareQueues in a manifest file; nothing is applied.
+		Long: `Show what the operator would change for the KafkaClusters, ShareQueues and DeadLetterRoutes in
+a manifest file (- reads stdin); nothing is applied and nothing is written to Kafka.
 
 Every manifest goes through a server-side dry-run apply (field manager kqctl), so the
-apiserver's own schema, unknown-field check, defaults and CEL rules decide what is valid.
-Each ShareQueue, as the apiserver returned it, is then planned with the reconciler's own plan
-against live Kafka, and its Kafka writes are sent to the brokers with ValidateOnly, so a value
-the brokers refuse is reported with their message. Exits non-zero when a manifest is refused
-by the apiserver, a ShareQueue cannot be planned, or the brokers refuse a planned write.
-Manifests without a namespace get -n, or the kubeconfig's namespace.`,
-		Example: "  " + name + " plan -f manifests.yaml -n shop",
+apiserver's own schema, unknown-field check, defaults and CEL rules decide what is valid; an
+object in a namespace the file itself creates is checked in the kubeconfig's namespace. Then,
+with the reconcilers' own plans against live Kafka: each KafkaCluster is probed (share.version,
+bounds, the share-state topic), each ShareQueue is planned with the ownership checks the
+operator makes (another queue, a dead-letter topic, a Strimzi KafkaTopic), and each
+DeadLetterRoute after its queue's planned writes. Every planned Kafka write is sent to the
+brokers with ValidateOnly, so a value they refuse is reported with their message.
+
+plan acts with your rights, not the operator's: it reads the KafkaClusters' Secrets and lists
+ShareQueues, DeadLetterRoutes and KafkaTopics as you (in the manifests' namespace when you
+may not list them in all), and an AWS_MSK_IAM cluster without a Secret uses your own AWS
+environment. --request-timeout bounds each manifest (default 60s); a KafkaCluster that
+cannot be reached fails once, and the rest of its manifests fail at once with that error.
+
+Exits 1 when a manifest is refused by the apiserver or unreadable, cannot be planned, or has
+a write the brokers refuse; 2 for a usage error. Manifests without a namespace get -n, or the
+kubeconfig's namespace.`,
+		Example: "  " + name + " plan -f manifests.yaml -n shop\n  kustomize build overlays/prod | " + name + " plan -f -",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.stdin = cmd.InOrStdin()
 			return o.run(cf, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	cmd.Flags().StringVarP(&o.file, "filename", "f", "", "manifest file (ShareQueues are planned; every manifest is checked by a server-side dry run)")
+	cmd.Flags().StringVarP(&o.file, "filename", "f", "", "manifest file, - for stdin (every manifest is checked by a server-side dry run; KafkaClusters, ShareQueues and DeadLetterRoutes are planned)")
 	_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
 	return cmd
 }

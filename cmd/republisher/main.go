@@ -162,7 +162,7 @@ func main() {
 	flag.StringVar(&sec.OAuthTokenEndpoint, "sasl-oauth-token-endpoint", envOr("KQO_SASL_OAUTH_TOKEN_ENDPOINT", ""), "OAUTHBEARER: token endpoint URL of the client-credentials grant; the client secret comes from the environment only, KQO_SASL_OAUTH_CLIENT_SECRET (env KQO_SASL_OAUTH_TOKEN_ENDPOINT).")
 	flag.StringVar(&sec.OAuthClientID, "sasl-oauth-client-id", envOr("KQO_SASL_OAUTH_CLIENT_ID", ""), "OAUTHBEARER: client id of the client-credentials grant (env KQO_SASL_OAUTH_CLIENT_ID).")
 	flag.StringVar(&sec.OAuthScope, "sasl-oauth-scope", envOr("KQO_SASL_OAUTH_SCOPE", ""), "OAUTHBEARER: space-separated scope requested; empty: none (env KQO_SASL_OAUTH_SCOPE).")
-	sec.SASLUsername, sec.SASLPassword = os.Getenv("KQO_SASL_USERNAME"), os.Getenv("KQO_SASL_PASSWORD")
+	sec.SASLUsername, sec.SASLPassword = kafka.SecretCredential(os.Getenv("KQO_SASL_USERNAME")), kafka.SecretCredential(os.Getenv("KQO_SASL_PASSWORD"))
 	sec.OAuthClientSecret = os.Getenv("KQO_SASL_OAUTH_CLIENT_SECRET")
 	flag.Parse()
 	if err := errors.Join(append(envErrs, checkSettings(*topic, *dlq, *maxAttempts, *lease, *members, *maxRecords)...)...); err != nil {

@@ -48,13 +48,14 @@ type Client struct {
 	batch   *batchers // nil when Config.Batching is off
 	// timeout is Config.RequestTimeout (default applied).
 	timeout time.Duration
+	auth    *authFailures
 }
 
 // baseOpts are the connection options every client of cfg uses: seeds, client id, timeouts,
 // TLS, SASL and hooks.
-func baseOpts(cfg Config) ([]kgo.Opt, error) {
+func baseOpts(cfg Config) ([]kgo.Opt, *authFailures, error) {
 	if len(cfg.BootstrapServers) == 0 {
-		return nil, errors.New("kafka: no bootstrap servers")
+		return nil, nil, errors.New("kafka: no bootstrap servers")
 	}
 	id := cfg.ClientID
 	if id == "" {
@@ -70,26 +71,27 @@ func baseOpts(cfg Config) ([]kgo.Opt, error) {
 	if cfg.TLS != nil {
 		tc, err := cfg.TLS.TLSConfig()
 		if err != nil {
-			return nil, fmt.Errorf("kafka: TLS: %w", err)
+			return nil, nil, fmt.Errorf("kafka: TLS: %w", err)
 		}
 		opts = append(opts, kgo.DialTLSConfig(tc))
 	}
+	af := &authFailures{}
 	if cfg.SASL != nil {
-		m, err := cfg.SASL.mechanism()
+		m, err := cfg.SASL.mechanism(af)
 		if err != nil {
-			return nil, fmt.Errorf("kafka: %w", err)
+			return nil, nil, fmt.Errorf("kafka: %w", err)
 		}
 		opts = append(opts, kgo.SASL(m))
 	}
 	if len(cfg.BrokerWrites) > 0 {
 		opts = append(opts, kgo.WithHooks(brokerWriteHook(append([]BrokerWriteFunc(nil), cfg.BrokerWrites...))))
 	}
-	return opts, nil
+	return opts, af, nil
 }
 
 // NewClient builds a client. It does not contact the brokers; the first call does.
 func NewClient(cfg Config) (*Client, error) {
-	opts, err := baseOpts(cfg)
+	opts, af, err := baseOpts(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -102,12 +104,17 @@ func NewClient(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka: building client: %w", err)
 	}
-	c := &Client{cl: cl, adm: kadm.NewClient(cl), observe: cfg.Observe, timeout: rt}
+	c := &Client{cl: cl, adm: kadm.NewClient(cl), observe: cfg.Observe, timeout: rt, auth: af}
 	if cfg.Batching.Enabled {
 		c.batch = newBatchers(c, cfg.Batching, rt+15*time.Second)
 	}
 	return c, nil
 }
+
+// AuthError is the last failure to obtain SASL credentials for a connection (OAUTHBEARER
+// token, AWS_MSK_IAM credentials) when no later attempt succeeded; nil otherwise. A request
+// that timed out while connecting reports only the deadline; this says why.
+func (c *Client) AuthError() error { return c.auth.last() }
 
 // Close releases the client's connections.
 func (c *Client) Close() { c.cl.Close() }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/sasl"
@@ -111,12 +112,39 @@ type AWSCredentials struct {
 // an unknown mechanism wraps ErrUnsupportedMechanism, missing credentials
 // ErrMissingCredentials; the credentials never appear in an error. NewClient checks the same.
 func (s SASLSettings) Validate() error {
-	_, err := s.mechanism()
+	_, err := s.mechanism(nil)
 	return err
 }
 
+// authFailures remembers the last failure to obtain SASL credentials (a token endpoint that
+// does not answer, AWS credentials that cannot be read) until the next success: franz-go
+// retries such a connection until the request's deadline and then reports only the deadline.
+type authFailures struct {
+	mu  sync.Mutex
+	err error
+}
+
+// record notes one attempt's outcome (nil: success). A nil *authFailures records nothing.
+func (a *authFailures) record(err error) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.err = err
+}
+
+func (a *authFailures) last() error {
+	if a == nil {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
+}
+
 // mechanism builds the franz-go mechanism (errors as Validate's).
-func (s SASLSettings) mechanism() (sasl.Mechanism, error) {
+func (s SASLSettings) mechanism(af *authFailures) (sasl.Mechanism, error) {
 	switch s.Mechanism {
 	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
 		if s.Username == "" || s.Password == "" {
@@ -138,9 +166,10 @@ func (s SASLSettings) mechanism() (sasl.Mechanism, error) {
 		return oauth.Oauth(func(ctx context.Context) (oauth.Auth, error) {
 			t, err := token(ctx)
 			if err != nil {
-				return oauth.Auth{}, fmt.Errorf("OAUTHBEARER token: %w", err)
+				err = fmt.Errorf("OAUTHBEARER token: %w", err)
 			}
-			return oauth.Auth{Token: t}, nil
+			af.record(err)
+			return oauth.Auth{Token: t}, err
 		}), nil
 	case SASLAWSMSKIAM:
 		if s.AWS == nil {
@@ -150,8 +179,11 @@ func (s SASLSettings) mechanism() (sasl.Mechanism, error) {
 		return aws.ManagedStreamingIAM(func(ctx context.Context) (aws.Auth, error) {
 			c, err := creds(ctx)
 			if err != nil {
-				return aws.Auth{}, fmt.Errorf("AWS_MSK_IAM credentials: %w", err)
+				err = fmt.Errorf("AWS_MSK_IAM credentials: %w", err)
+				af.record(err)
+				return aws.Auth{}, err
 			}
+			af.record(nil)
 			return aws.Auth{AccessKey: c.AccessKeyID, SecretKey: c.SecretAccessKey, SessionToken: c.SessionToken, UserAgent: "kafka-queue-operator"}, nil
 		}), nil
 	default:
@@ -159,6 +191,13 @@ func (s SASLSettings) mechanism() (sasl.Mechanism, error) {
 			SASLPlain, SASLScramSHA256, SASLScramSHA512, SASLOAuthBearer, SASLAWSMSKIAM)
 	}
 }
+
+// SecretCredential is a SASL username or password as read from a Secret key (or the
+// environment variable a Pod gets from one) with its trailing line breaks removed: a Secret
+// made with `echo pw | base64` or `kubectl create secret --from-file` of a file ending in a
+// newline carries one, and no PLAIN or SCRAM credential ends in one. Other whitespace is
+// kept: it may be part of a password.
+func SecretCredential(b string) string { return strings.TrimRight(b, "\r\n") }
 
 // StaticToken is a Token function returning tok.
 func StaticToken(tok string) func(context.Context) (string, error) {

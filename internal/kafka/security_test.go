@@ -79,3 +79,12 @@ func TestTLSAndSASLSettings(t *testing.T) {
 		}
 	}
 }
+
+// A credential read from a Secret loses its trailing line breaks only (echo adds one).
+func TestSecretCredential(t *testing.T) {
+	for in, want := range map[string]string{"pw\n": "pw", "pw\r\n": "pw", " p w ": " p w ", "pw\n\n": "pw", "": "", "a\nb": "a\nb"} {
+		if got := kafka.SecretCredential(in); got != want {
+			t.Errorf("SecretCredential(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -78,7 +78,7 @@ type ShareMember struct {
 // (keep it at or below the callers' poll deadlines: a fetch still in flight when a poll gives
 // up holds its records until the member's next poll).
 func NewShareMember(cfg Config, group, topic string, maxRecords int32, fetchWait time.Duration) (*ShareMember, error) {
-	opts, err := baseOpts(cfg)
+	opts, _, err := baseOpts(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +132,7 @@ type Producer struct {
 
 // NewProducer builds a producer.
 func NewProducer(cfg Config) (*Producer, error) {
-	opts, err := baseOpts(cfg)
+	opts, _, err := baseOpts(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,282 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+)
+
+// planOut runs kqctl plan with args, stdin as -f -'s input, and returns stdout and the error.
+func planOut(t *testing.T, stdin string, args ...string) (string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	root := newRootCmd("kqctl", &out, &errOut)
+	root.SetIn(strings.NewReader(stdin))
+	root.SetArgs(append([]string{"plan", "--kubeconfig", kubeconfig}, args...))
+	err := root.Execute()
+	t.Logf("kqctl plan %v: %v\n%s%s", args, err, out.String(), errOut.String())
+	return out.String(), err
+}
+
+func mustContain(t *testing.T, s string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(s, w) {
+			t.Errorf("plan output lacks %q", w)
+		}
+	}
+}
+
+// section is the part of plan's output about one object: from its header to the next blank
+// line.
+func section(s, header string) string {
+	i := -1
+	for _, end := range []string{"\n", " ", ":"} {
+		if i = strings.Index(s, header+end); i >= 0 {
+			break
+		}
+	}
+	if i < 0 {
+		return ""
+	}
+	rest := s[i:]
+	if j := strings.Index(rest, "\n\n"); j >= 0 {
+		return rest[:j]
+	}
+	return rest
+}
+
+// A first install in one file, read from stdin: the Namespace, a KafkaCluster, two queues and
+// their routes. Each part is planned against the parts before it: the cluster is probed, the
+// queues use it, the Republisher route's queue reserves its attempt (the group's limit is
+// maxDeliveryAttempts + 1), and each route's dead-letter topic is created. Nothing is stored.
+func TestPlanFirstInstallBundle(t *testing.T) {
+	skipShort(t)
+	bundle := fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata: {name: kq-bundle}
+---
+apiVersion: kafkaqueues.io/v1alpha1
+kind: KafkaCluster
+metadata: {name: kafka, namespace: kq-bundle}
+spec:
+  bootstrapServers: [%s]
+---
+apiVersion: kafkaqueues.io/v1alpha1
+kind: DeadLetterRoute
+metadata: {name: payments-dlq, namespace: kq-bundle}
+spec:
+  queueRef: {name: payments}
+  mode: Republisher
+---
+apiVersion: kafkaqueues.io/v1alpha1
+kind: ShareQueue
+metadata: {name: payments, namespace: kq-bundle}
+spec:
+  clusterRef: {name: kafka}
+  topic: {name: kq-bundle-payments}
+  delivery: {maxDeliveryAttempts: 4}
+---
+apiVersion: kafkaqueues.io/v1alpha1
+kind: ShareQueue
+metadata: {name: orders, namespace: kq-bundle}
+spec:
+  clusterRef: {name: kafka}
+  topic: {name: kq-bundle-orders}
+---
+apiVersion: kafkaqueues.io/v1alpha1
+kind: DeadLetterRoute
+metadata: {name: orders-dlq, namespace: kq-bundle}
+spec:
+  queueRef: {name: orders}
+`, strings.Join(localBootstrap(t), ", "))
+	out, err := planOut(t, bundle, "-f", "-")
+	if err != nil {
+		t.Fatalf("plan of a first-install bundle: %v", err)
+	}
+	mustContain(t, out,
+		"KafkaCluster kq-bundle/kafka: namespace kq-bundle is created by these manifests, so the dry run ran in namespace default",
+		"Namespace kq-bundle: accepted by the apiserver (server-side dry run)")
+	cluster := section(out, "KafkaCluster kq-bundle/kafka")
+	mustContain(t, cluster, "broker(s), share.version 2", "Connected: True/Connected")
+	payments := section(out, "ShareQueue kq-bundle/payments")
+	mustContain(t, payments, "~ create topic kq-bundle-payments", "~ group payments: set share.delivery.count.limit=5")
+	route := section(out, "DeadLetterRoute kq-bundle/payments-dlq")
+	mustContain(t, route, "mode Republisher, dead-letter topic dlq.kq-bundle-payments", "~ create topic dlq.kq-bundle-payments with 1 partitions",
+		"RouteActive: True/Republisher", "share.delivery.count.limit is 5, maxDeliveryAttempts (4) + 1")
+	orders := section(out, "ShareQueue kq-bundle/orders")
+	if strings.Contains(orders, "share.delivery.count.limit") {
+		t.Errorf("a BrokerNative route's queue reserves no attempt:\n%s", orders)
+	}
+	native := section(out, "DeadLetterRoute kq-bundle/orders-dlq")
+	mustContain(t, native, "mode BrokerNative, dead-letter topic dlq.kq-bundle-orders", "~ create topic dlq.kq-bundle-orders with 1 partitions",
+		"errors.deadletterqueue.topic.name=dlq.kq-bundle-orders", "RouteActive: True/BrokerNative")
+	// Nothing was stored or created.
+	var ns unstructured.Unstructured
+	ns.SetAPIVersion("v1")
+	ns.SetKind("Namespace")
+	if err := k8s.Get(context.Background(), client.ObjectKey{Name: "kq-bundle"}, &ns); err == nil {
+		t.Errorf("plan created namespace kq-bundle")
+	}
+	admin, err := kafka.NewClient(kafka.Config{BootstrapServers: localBootstrap(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	topics, err := admin.DescribeTopics(context.Background(), "kq-bundle-payments", "dlq.kq-bundle-payments", "dlq.kq-bundle-orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tp := range topics {
+		if !kafka.IsNotFound(tp.Err) {
+			t.Errorf("plan created topic %s", name)
+		}
+	}
+}
+
+// Routes on their own: a route of an existing queue is planned (a routes-only file exits 0);
+// a route naming a queue that neither exists nor is in the file cannot be planned; a second
+// route for one queue in the file is a conflict.
+func TestPlanDeadLetterRoutes(t *testing.T) {
+	skipShort(t)
+	ctx := context.Background()
+	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kq-routed"}, Spec: kqv1.ShareQueueSpec{
+		ClusterRef: kqv1.ClusterReference{Name: "local"}, Delivery: kqv1.DeliverySpec{MaxDeliveryAttempts: ptrTo[int32](3)}}}
+	if err := k8s.Create(ctx, sq); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = k8s.Delete(ctx, sq) }()
+	route := func(name, queue string) string {
+		return fmt.Sprintf("---\napiVersion: kafkaqueues.io/v1alpha1\nkind: DeadLetterRoute\nmetadata: {name: %s}\nspec: {queueRef: {name: %s}, mode: Republisher}\n", name, queue)
+	}
+	out, err := planOut(t, "", "-f", writeFile(t, route("kq-routed-dlq", "kq-routed")))
+	if err != nil {
+		t.Errorf("a routes-only file: %v", err)
+	}
+	// The live queue has no route yet: its limit is 3, so the route is not active until the
+	// queue's reconcile reserves the attempt, and plan says so.
+	mustContain(t, section(out, "DeadLetterRoute default/kq-routed-dlq"), "~ create topic dlq.kq-routed", "RouteActive: False/DeliveryLimitNotReserved")
+
+	out, err = planOut(t, "", "-f", writeFile(t, route("kq-ghost-dlq", "kq-ghost")+route("kq-routed-dlq", "kq-routed")+route("kq-routed-dlq2", "kq-routed")))
+	if err == nil || exitCode(err) != 1 {
+		t.Errorf("a route of a missing queue: err %v, want exit 1", err)
+	}
+	mustContain(t, out,
+		"DeadLetterRoute default/kq-ghost-dlq: cannot plan: spec.queueRef.name: ShareQueue default/kq-ghost does not exist and is not planned in these manifests",
+		"CONFLICT: ShareQueue kq-routed is also named by DeadLetterRoute kq-routed-dlq earlier in these manifests")
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func restConfig(t *testing.T) *rest.Config {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// The ShareQueue plan makes the reconciler's Strimzi check: a topic a managed KafkaTopic
+// declares on the same Kafka cluster gets CONFLICT naming it and no topic write, while the
+// group's writes are still planned and validated.
+func TestPlanLeavesStrimziTopicsToStrimzi(t *testing.T) {
+	skipShort(t)
+	ctx := context.Background()
+	if _, err := envtest.InstallCRDs(restConfig(t), envtest.CRDInstallOptions{Paths: []string{filepath.Join("..", "..", "controllers", "testdata", "strimzi")}, ErrorIfPathMissing: true}); err != nil {
+		t.Fatal(err)
+	}
+	obj := func(kind, name string, labels map[string]string, spec map[string]any) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+		u.SetAPIVersion("kafka.strimzi.io/v1beta2")
+		u.SetKind(kind)
+		u.SetNamespace("default")
+		u.SetName(name)
+		u.SetLabels(labels)
+		return u
+	}
+	k := obj("Kafka", "my-cluster", nil, map[string]any{"kafka": map[string]any{"replicas": int64(1)}})
+	if err := k8s.Create(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = k8s.Delete(ctx, k) }()
+	k.Object["status"] = map[string]any{"listeners": []any{map[string]any{"name": "plain", "bootstrapServers": strings.Join(localBootstrap(t), ",")}}}
+	if err := k8s.Status().Update(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	kt := obj("KafkaTopic", "payments-kt", map[string]string{"strimzi.io/cluster": "my-cluster"}, map[string]any{"topicName": "kq-strimzi-payments", "partitions": int64(3)})
+	if err := k8s.Create(ctx, kt); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = k8s.Delete(ctx, kt) }()
+	out, err := planOut(t, "", "-f", writeFile(t, "apiVersion: kafkaqueues.io/v1alpha1\nkind: ShareQueue\nmetadata: {name: kq-strimzi}\nspec:\n  clusterRef: {name: local}\n  topic: {name: kq-strimzi-payments, partitions: 3}\n  delivery: {lockDuration: 45s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := section(out, "ShareQueue default/kq-strimzi")
+	mustContain(t, s, "CONFLICT: topic kq-strimzi-payments on this Kafka cluster is managed by Strimzi KafkaTopic default/payments-kt",
+		"~ group kq-strimzi: set share.record.lock.duration.ms=45000", "TopicReady: False/Conflict")
+	if strings.Contains(s, "~ create topic") {
+		t.Errorf("plan creates a topic Strimzi manages:\n%s", s)
+	}
+}
+
+// A document that is not YAML is reported with its number and line, and the others are still
+// planned; a missing -f is a usage error (exit 2) for plan and import.
+func TestPlanReportsABadDocumentAndGoesOn(t *testing.T) {
+	skipShort(t)
+	file := "apiVersion: kafkaqueues.io/v1alpha1\nkind: ShareQueue\nmetadata: {name: kq-good}\nspec: {clusterRef: {name: local}}\n" +
+		"---\nkind: ShareQueue\nmetadata: {name: [unclosed\n" +
+		"---\n# only a comment\n" +
+		"---\napiVersion: kafkaqueues.io/v1alpha1\nkind: ShareQueue\nmetadata: {name: kq-good2}\nspec: {clusterRef: {name: local}}\n"
+	out, err := planOut(t, "", "-f", writeFile(t, file))
+	if err == nil || exitCode(err) != 1 || !strings.Contains(err.Error(), "1 manifest(s) refused by the apiserver or unreadable") {
+		t.Errorf("err %v, want exit 1 naming one unreadable manifest", err)
+	}
+	mustContain(t, out, "document 2 (line 6): not a manifest", "ShareQueue default/kq-good\n", "ShareQueue default/kq-good2\n")
+
+	for _, args := range [][]string{{"plan"}, {"import", "sqs"}} {
+		var o, e bytes.Buffer
+		err := run(args, &o, &e)
+		if exitCode(err) != 2 || !strings.Contains(fmt.Sprint(err), "-f is required") {
+			t.Errorf("kqctl %v without -f: err %v (exit %d), want a usage error (exit 2)", args, err, exitCode(err))
+		}
+	}
+}
+
+// A KafkaCluster that cannot be reached costs one --request-timeout: the first queue on it
+// fails after it, the others at once with the same error.
+func TestPlanFailsFastOnAnUnreachableCluster(t *testing.T) {
+	skipShort(t)
+	ctx := context.Background()
+	kc := &kqv1.KafkaCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kq-dead"}, Spec: kqv1.KafkaClusterSpec{BootstrapServers: []string{"127.0.0.1:1"}}}
+	if err := k8s.Create(ctx, kc); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = k8s.Delete(ctx, kc) }()
+	var b strings.Builder
+	for i := 0; i < 3; i++ {
+		fmt.Fprintf(&b, "---\napiVersion: kafkaqueues.io/v1alpha1\nkind: ShareQueue\nmetadata: {name: kq-dead-%d}\nspec: {clusterRef: {name: kq-dead}}\n", i)
+	}
+	out, err := planOut(t, "", "--request-timeout", "3s", "-f", writeFile(t, b.String()))
+	if err == nil || !strings.Contains(err.Error(), "3 of 3 KafkaCluster/ShareQueue/DeadLetterRoute manifest(s) could not be planned") {
+		t.Errorf("err %v", err)
+	}
+	if n := strings.Count(out, "(not retried in this run)"); n != 2 {
+		t.Errorf("%d queues failed with the cluster's earlier error, want 2:\n%s", n, out)
+	}
+	mustContain(t, section(out, "ShareQueue default/kq-dead-0"), "KafkaCluster default/kq-dead: reading topic kq-dead-0")
+}
