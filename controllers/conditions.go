@@ -30,11 +30,16 @@ func setCondition(conds *[]metav1.Condition, typ string, in condInput, generatio
 // way (kstatus): Ready=True with both others False; otherwise Stalled when the user must
 // act, Reconciling when the operator is still working or waiting.
 func setKstatus(conds *[]metav1.Condition, ready condInput, stalled bool, generation int64) {
-	setCondition(conds, kqv1.ConditionReady, ready, generation)
+	if !suspendedReasons[ready.Reason] {
+		setCondition(conds, kqv1.ConditionReady, ready, generation)
+	}
 	switch {
 	case ready.Status == metav1.ConditionTrue:
 		setCondition(conds, kqv1.ConditionReconciling, condInput{metav1.ConditionFalse, kqv1.ReasonReady, "reconciled"}, generation)
 		setCondition(conds, kqv1.ConditionStalled, condInput{metav1.ConditionFalse, kqv1.ReasonReady, "not stalled"}, generation)
+	case suspendedReasons[ready.Reason]:
+		heldBack(conds, ready, generation)
+		return
 	case stalled:
 		setCondition(conds, kqv1.ConditionReconciling, condInput{metav1.ConditionFalse, ready.Reason, "waiting for a change to the spec or the cluster"}, generation)
 		setCondition(conds, kqv1.ConditionStalled, condInput{metav1.ConditionTrue, ready.Reason, ready.Message}, generation)
@@ -43,6 +48,23 @@ func setKstatus(conds *[]metav1.Condition, ready condInput, stalled bool, genera
 		setCondition(conds, kqv1.ConditionStalled, condInput{metav1.ConditionFalse, ready.Reason, "not stalled"}, generation)
 	}
 }
+
+// heldBack reports an object whose reconcile mode holds changes back on purpose (Plan,
+// ObserveOnly with pending changes; Paused; an invalid mode): the operator is not working
+// towards the spec, so Reconciling=False and Stalled=False carry the mode's reason and
+// message, and Ready is removed — kstatus (Flux, kpt) has no suspended status and reads a
+// False Ready as InProgress, and a Ready from before the mode is no claim about Kafka now.
+// kstatus then reads Current, the Argo CD health script Suspended, and `kubectl wait
+// --for=condition=Reconciling=false` returns. Pure.
+func heldBack(conds *[]metav1.Condition, why condInput, generation int64) {
+	meta.RemoveStatusCondition(conds, kqv1.ConditionReady)
+	setCondition(conds, kqv1.ConditionReconciling, condInput{metav1.ConditionFalse, why.Reason, why.Message}, generation)
+	setCondition(conds, kqv1.ConditionStalled, condInput{metav1.ConditionFalse, why.Reason, "not stalled: changes are held back by annotation " + kqv1.ReconcileAnnotation}, generation)
+}
+
+// suspendedReasons are the Ready reasons of the reconcile modes that hold changes back on
+// purpose (kafkaqueues.io/reconcile Plan, ObserveOnly): neither progressing nor stalled.
+var suspendedReasons = map[string]bool{kqv1.ReasonPlanned: true, kqv1.ReasonObserveOnly: true}
 
 // reconcileInvalid is the mode of an unrecognised kafkaqueues.io/reconcile value: nothing is
 // read or written until it is fixed (a typo must not turn a pause into writes).

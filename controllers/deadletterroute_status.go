@@ -30,6 +30,14 @@ func routeStatus(st *kqv1.DeadLetterRouteStatus, gen int64, mode string, plan *r
 			reason = kqv1.ReasonObserveOnly
 		}
 		routeCond = condInput{metav1.ConditionFalse, reason, fmt.Sprintf("reconcile mode %s (annotation %s on the route or its queue): not applied: %s", mode, kqv1.ReconcileAnnotation, strings.Join(plan.Changes(), "; "))}
+		if topicCond.Status == metav1.ConditionTrue && (plan.CreateTopic != nil || plan.GrowPartitionsTo > 0 || len(plan.TopicConfigs) > 0) {
+			// The plan's TopicReady describes the topic once written; none is.
+			msg := "dead-letter topic " + plan.TopicName + " differs from the spec"
+			if plan.CreateTopic != nil {
+				msg = "dead-letter topic " + plan.TopicName + " does not exist"
+			}
+			topicCond = condInput{metav1.ConditionFalse, reason, msg + " (not applied in reconcile mode " + mode + ")"}
+		}
 	}
 	if topicErr != nil {
 		topicCond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, "the brokers refused spec.topic: " + topicErr.Error()}
@@ -44,10 +52,10 @@ func routeStatus(st *kqv1.DeadLetterRouteStatus, gen int64, mode string, plan *r
 	setCondition(&st.Conditions, kqv1.ConditionTopicReady, topicCond, gen)
 	setCondition(&st.Conditions, kqv1.ConditionRouteActive, routeCond, gen)
 	switch {
-	case topicCond.Status != metav1.ConditionTrue:
+	case topicCond.Status != metav1.ConditionTrue && !suspendedReasons[topicCond.Reason]:
 		return condInput{metav1.ConditionFalse, topicCond.Reason, topicCond.Message}, topicCond.Status == metav1.ConditionFalse && !routeWaitingReasons[topicCond.Reason]
 	case routeCond.Status != metav1.ConditionTrue:
-		return condInput{metav1.ConditionFalse, routeCond.Reason, routeCond.Message}, routeCond.Status == metav1.ConditionFalse && !routeWaitingReasons[routeCond.Reason]
+		return condInput{metav1.ConditionFalse, routeCond.Reason, routeCond.Message}, routeCond.Status == metav1.ConditionFalse && !routeWaitingReasons[routeCond.Reason] && !suspendedReasons[routeCond.Reason]
 	}
 	return condInput{metav1.ConditionTrue, kqv1.ReasonReady, routeCond.Message}, false
 }

@@ -1,7 +1,9 @@
 package controllers
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -203,5 +205,103 @@ func TestServerSideApplyTwiceIsQuiet(t *testing.T) {
 	}
 	if w := kafka.Writes(kafka.Diff(before, r.counter.Snapshot())); w != 0 {
 		t.Errorf("%d Kafka writes after a no-op apply", w)
+	}
+}
+
+// Issue 19 case 3: Plan and ObserveOnly hold changes back on purpose. A queue (and its route)
+// in either mode with pending changes reads as suspended to kstatus (Current), Argo CD
+// (Suspended) and `kubectl wait --for=condition=Reconciling=false`, and no condition claims
+// what Kafka does not hold: the missing topic and the unwritten group configs are False with
+// reason Planned / ObserveOnly, and status.partitions is the live topic's (none).
+func TestHeldBackModesReadAsSuspended(t *testing.T) {
+	r := startRig(t)
+	ns := r.newNamespace(t)
+	r.newCluster(t, ns)
+	ctx := ctxFor(t)
+	kubectl, err := rig.Kubectl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := rig.WriteKubeconfig(r.env.Config, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{kqv1.ReconcilePlan, kqv1.ReconcileObserveOnly} {
+		name := strings.ToLower(mode) + "-" + ns
+		reason := kqv1.ReasonPlanned
+		if mode == kqv1.ReconcileObserveOnly {
+			reason = kqv1.ReasonObserveOnly
+		}
+		sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{kqv1.ReconcileAnnotation: mode}},
+			Spec: kqv1.ShareQueueSpec{ClusterRef: kqv1.ClusterReference{Name: "local"}, Delivery: kqv1.DeliverySpec{LockDuration: &metav1.Duration{Duration: 45 * time.Second}}}}
+		if err := r.k8s.Create(ctx, sq); err != nil {
+			t.Fatal(err)
+		}
+		dlr := &kqv1.DeadLetterRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-dlq"}, Spec: kqv1.DeadLetterRouteSpec{QueueRef: kqv1.QueueReference{Name: name}}}
+		if err := r.k8s.Create(ctx, dlr); err != nil {
+			t.Fatal(err)
+		}
+		got := &kqv1.ShareQueue{}
+		eventually(t, 60*time.Second, func() string {
+			if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(sq), got); err != nil {
+				return err.Error()
+			}
+			// No Ready claim: kstatus reads a False Ready as InProgress, and nothing was applied.
+			if c := findCondition(got.Status.Conditions, kqv1.ConditionReady); c != nil {
+				return fmt.Sprintf("%s: Ready %+v, want none", mode, c)
+			}
+			for _, want := range []struct{ typ, status, reason, msg string }{
+				{kqv1.ConditionReconciling, "False", reason, "none applied"},
+				{kqv1.ConditionStalled, "False", reason, ""},
+				{kqv1.ConditionTopicReady, "False", reason, "topic " + name + " does not exist"},
+				{kqv1.ConditionGroupConfigured, "False", reason, "set share.record.lock.duration.ms=45000"},
+			} {
+				c := findCondition(got.Status.Conditions, want.typ)
+				if c == nil || string(c.Status) != want.status || c.Reason != want.reason || !strings.Contains(c.Message, want.msg) {
+					return fmt.Sprintf("%s: %s %+v, want %s/%s containing %q", mode, want.typ, c, want.status, want.reason, want.msg)
+				}
+			}
+			return ""
+		})
+		if got.Status.Partitions != 0 {
+			t.Errorf("%s: status.partitions %d for a topic that does not exist", mode, got.Status.Partitions)
+		}
+		route := &kqv1.DeadLetterRoute{}
+		eventually(t, 60*time.Second, func() string {
+			if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(dlr), route); err != nil {
+				return err.Error()
+			}
+			for _, want := range []struct{ typ, status, reason string }{
+				{kqv1.ConditionRouteActive, "False", reason}, {kqv1.ConditionTopicReady, "False", reason},
+				{kqv1.ConditionReconciling, "False", reason}, {kqv1.ConditionStalled, "False", reason},
+			} {
+				if c := findCondition(route.Status.Conditions, want.typ); c == nil || string(c.Status) != want.status || c.Reason != want.reason {
+					return fmt.Sprintf("%s route: %s %+v, want %s/%s", mode, want.typ, c, want.status, want.reason)
+				}
+			}
+			return ""
+		})
+		for _, obj := range []runtime.Object{got, route} {
+			u := asUnstructured(t, obj)
+			if res, err := status.Compute(u); err != nil || res.Status != status.CurrentStatus {
+				t.Errorf("%s %s: kstatus %v (%v), want Current", mode, u.GetName(), res, err)
+			}
+			if hs, msg := argoHealth(t, u); hs != "Suspended" || !strings.Contains(msg, mode) {
+				t.Errorf("%s %s: Argo CD health %s %q, want Suspended", mode, u.GetName(), hs, msg)
+			}
+		}
+		out, err := exec.Command(kubectl, "--kubeconfig", kubeconfig, "-n", ns, "wait", "--for=condition=Reconciling=false", "sq/"+name, "deadletterroute/"+name+"-dlq", "--timeout=15s").CombinedOutput()
+		if err != nil {
+			t.Errorf("%s: kubectl wait --for=condition=Reconciling=false: %v\n%s", mode, err, out)
+		}
+		topics, err := r.admin.DescribeTopics(ctx, name, "dlq."+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for tn, tp := range topics {
+			if !kafka.IsNotFound(tp.Err) {
+				t.Errorf("%s: topic %s was created", mode, tn)
+			}
+		}
 	}
 }

@@ -361,8 +361,10 @@ func (p *Previewer) Preview(ctx context.Context, sq *kqv1.ShareQueue) (*Preview,
 				out.Refused = append(out.Refused, cond.Message)
 			}
 		}
+		// The plan's verdicts describe the queue once the writes are made, which is what a
+		// preview shows; only the brokers' refusals replace them.
 		for typ, in := range map[string]*condInput{kqv1.ConditionTopicReady: &plan.TopicReady, kqv1.ConditionGroupConfigured: &plan.GroupConfig, kqv1.ConditionConfigValid: &plan.ConfigValid} {
-			if cond := findCondition(st.Conditions, typ); cond != nil {
+			if cond := findCondition(st.Conditions, typ); cond != nil && cond.Reason == kqv1.ReasonKafkaRejected {
 				*in = condInput{cond.Status, cond.Reason, cond.Message}
 			}
 		}

@@ -174,14 +174,15 @@ func (s *scope) warn(rec events.EventRecorder, reason, action, msg string) {
 }
 
 // pausedStatus reports an object whose kafkaqueues.io/reconcile annotation is Paused or not a
-// known mode: nothing is read or written, Reconciling says why, Ready keeps its last verdict.
-// Pure.
+// known mode: nothing is read or written, Reconciling and Stalled say why, and Ready is
+// removed (heldBack): nothing was observed, so there is no claim about Kafka to make. The
+// other conditions keep the observedGeneration of the pass that set them. Pure.
 func pausedStatus(conds *[]metav1.Condition, mode, annotation string, gen int64) {
 	in := condInput{metav1.ConditionFalse, kqv1.ReasonPaused, "annotation kafkaqueues.io/reconcile=Paused: nothing is read or written"}
 	if mode == reconcileInvalid {
 		in = condInput{metav1.ConditionFalse, kqv1.ReasonInvalidReconcileMode, fmt.Sprintf("annotation kafkaqueues.io/reconcile=%q is not one of Active, Paused, ObserveOnly, Plan; nothing is read or written until it is fixed", annotation)}
 	}
-	setCondition(conds, kqv1.ConditionReconciling, in, gen)
+	heldBack(conds, in, gen)
 }
 
 // markNotEvaluated sets each of types to Unknown when it was last evaluated at another

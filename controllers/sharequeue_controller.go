@@ -270,6 +270,11 @@ func (q *queueScope) recordCreationIntent(ctx context.Context) error {
 // validate it without writing (Plan, ObserveOnly: validatePlan).
 func (q *queueScope) apply(ctx context.Context) error {
 	if q.mode != kqv1.ReconcileActive {
+		// Nothing is written: status.partitions is the topic's as it is (0 when missing).
+		q.res.partitions = 0
+		if q.obs.Topic.Err == nil {
+			q.res.partitions = q.obs.Topic.Partitions
+		}
 		q.sq.Status.PlannedChanges = q.plan.Changes()
 		v := validatePlan(q.kctx, q.cl, &q.plan)
 		q.res.topicErr, q.res.groupErr = v.TopicErr, v.GroupErr

@@ -382,7 +382,7 @@ func TestReconcileModesPlanAndPaused(t *testing.T) {
 	if err := r.k8s.Create(ctx, sq); err != nil {
 		t.Fatal(err)
 	}
-	got := r.waitQueue(t, sq, kqv1.ConditionReady, metav1.ConditionFalse)
+	got := r.waitQueue(t, sq, kqv1.ConditionReconciling, metav1.ConditionFalse)
 	want := []string{
 		"create topic " + topic + ": partitions=2 replicationFactor=broker default",
 		"group planned: set share.delivery.count.limit=3",
@@ -390,8 +390,11 @@ func TestReconcileModesPlanAndPaused(t *testing.T) {
 	if fmt.Sprint(got.Status.PlannedChanges) != fmt.Sprint(want) {
 		t.Errorf("plannedChanges %q, want %q", got.Status.PlannedChanges, want)
 	}
-	if c := findCondition(got.Status.Conditions, kqv1.ConditionReady); c.Reason != kqv1.ReasonPlanned {
-		t.Errorf("Ready %+v, want reason Planned", c)
+	if c := findCondition(got.Status.Conditions, kqv1.ConditionReconciling); c.Reason != kqv1.ReasonPlanned {
+		t.Errorf("Reconciling %+v, want reason Planned", c)
+	}
+	if c := findCondition(got.Status.Conditions, kqv1.ConditionReady); c != nil {
+		t.Errorf("Ready %+v in Plan mode with pending changes, want none", c)
 	}
 	ts, err := r.admin.DescribeTopics(ctx, topic)
 	if err != nil {

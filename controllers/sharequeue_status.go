@@ -105,12 +105,47 @@ func queueStatus(st *kqv1.ShareQueueStatus, gen int64, mode string, plan *queueP
 		rep.Rejections = plan.Rejected
 	}
 
+	if !active {
+		topicCond, groupCond = unappliedConditions(mode, plan, topicCond, groupCond)
+	}
 	setCondition(&st.Conditions, kqv1.ConditionTopicReady, topicCond, gen)
 	setCondition(&st.Conditions, kqv1.ConditionGroupConfigured, groupCond, gen)
 	setCondition(&st.Conditions, kqv1.ConditionConfigValid, validCond, gen)
 	rep.Ready = queueReady(topicCond, groupCond, validCond, mode, st)
 	rep.Stalled = stallingReasons[rep.Ready.Reason]
 	return rep
+}
+
+// unappliedConditions turns the plan's TopicReady and GroupConfigured verdicts, which describe
+// the queue once its writes are made, into what Kafka holds now when the mode (Plan,
+// ObserveOnly) makes none: a True verdict with a pending write on the topic (create, grow,
+// configs) or the group becomes False with reason Planned or ObserveOnly, naming the
+// writes. A refusal or any other False verdict is kept. Pure.
+func unappliedConditions(mode string, plan *queuePlan, topic, group condInput) (condInput, condInput) {
+	reason := kqv1.ReasonPlanned
+	if mode == kqv1.ReconcileObserveOnly {
+		reason = kqv1.ReasonObserveOnly
+	}
+	var topicChanges, groupChanges []string
+	for _, c := range plan.Changes() {
+		if strings.HasPrefix(c, "group "+plan.GroupID+":") {
+			groupChanges = append(groupChanges, c)
+		} else {
+			topicChanges = append(topicChanges, c)
+		}
+	}
+	why := fmt.Sprintf(" (annotation %s=%s: computed in status.plannedChanges, not applied)", kqv1.ReconcileAnnotation, mode)
+	if topic.Status == metav1.ConditionTrue && len(topicChanges) > 0 {
+		msg := "topic " + plan.TopicName + " differs from the spec"
+		if plan.CreateTopic != nil {
+			msg = "topic " + plan.TopicName + " does not exist"
+		}
+		topic = condInput{metav1.ConditionFalse, reason, msg + why + ": " + strings.Join(topicChanges, "; ")}
+	}
+	if group.Status == metav1.ConditionTrue && len(groupChanges) > 0 {
+		group = condInput{metav1.ConditionFalse, reason, "share group " + plan.GroupID + " configs differ from the spec" + why + ": " + strings.Join(groupChanges, "; ")}
+	}
+	return topic, group
 }
 
 // driftStatus sets DriftDetected. Report leaves drift and says so (a Warning when the message

@@ -140,11 +140,16 @@ func TestQueueStatusAfterApply(t *testing.T) {
 					t.Errorf("topicId %q managed %v", st.TopicID, st.ManagedTopicConfigs)
 				}
 			}},
-		{name: "Plan: the values in force are shown, nothing is pinned", mode: kqv1.ReconcilePlan, res: applyResult{topicID: "id1", partitions: 3},
-			wantReady: "True", wantReason: kqv1.ReasonReady, wantEffective: "5",
+		// Issue 19 case 3: in Plan no condition claims a write that was not made.
+		{name: "Plan: the values in force are shown, nothing is pinned or claimed", mode: kqv1.ReconcilePlan, res: applyResult{topicID: "id1", partitions: 3},
+			wantReady: "False", wantReason: kqv1.ReasonPlanned, wantEffective: "5",
 			check: func(t *testing.T, st *kqv1.ShareQueueStatus) {
 				if st.TopicID != "" || st.ManagedTopicConfigs != nil {
 					t.Errorf("Plan pinned topicId %q or managed %v", st.TopicID, st.ManagedTopicConfigs)
+				}
+				if c := findCondition(st.Conditions, kqv1.ConditionGroupConfigured); c == nil || c.Status != metav1.ConditionFalse || c.Reason != kqv1.ReasonPlanned ||
+					!strings.Contains(c.Message, "set share.delivery.count.limit=4") {
+					t.Errorf("GroupConfigured %+v, want False/Planned naming the unwritten config", c)
 				}
 			}},
 		{name: "the brokers refused an invalid group config: ConfigValid says so", mode: kqv1.ReconcileActive, res: applyResult{topicID: "id1", partitions: 3, groupErr: invalid},
@@ -248,8 +253,12 @@ func TestPausedStatus(t *testing.T) {
 		if rec == nil || rec.Status != metav1.ConditionFalse || rec.Reason != c.wantReason || !strings.Contains(rec.Message, c.wantInMessage) {
 			t.Errorf("%s: Reconciling %+v", c.mode, rec)
 		}
-		if r := findCondition(conds, kqv1.ConditionReady); *r != ready {
-			t.Errorf("%s: Ready changed to %+v; a paused object keeps its last verdict", c.mode, r)
+		// Nothing was observed: no Ready claim (kstatus reads a False one as InProgress).
+		if r := findCondition(conds, kqv1.ConditionReady); r != nil {
+			t.Errorf("%s: Ready %+v kept; a paused object makes no claim about Kafka", c.mode, r)
+		}
+		if st := findCondition(conds, kqv1.ConditionStalled); st == nil || st.Status != metav1.ConditionFalse || st.Reason != c.wantReason {
+			t.Errorf("%s: Stalled %+v, want False/%s", c.mode, st, c.wantReason)
 		}
 	}
 }
@@ -274,7 +283,8 @@ func TestRouteStatus(t *testing.T) {
 		// was Stalled, which Argo CD shows as Degraded during every normal start.
 		{"the reserved attempt is a wait, not a stall", kqv1.ReconcileActive, &routePlan{TopicReady: condTrue, RouteActive: notReserved}, nil, nil, metav1.ConditionFalse, kqv1.ReasonDeliveryLimitNotReserved, false, kqv1.ReasonDeliveryLimitNotReserved},
 		{"an unsupported mode needs the user", kqv1.ReconcileActive, &routePlan{Blocked: true, TopicReady: condInput{metav1.ConditionUnknown, kqv1.ReasonModeUnsupported, "n/a"}, RouteActive: unsupported}, nil, nil, metav1.ConditionFalse, kqv1.ReasonModeUnsupported, false, kqv1.ReasonModeUnsupported},
-		{"Plan reports the changes", kqv1.ReconcilePlan, write, nil, nil, metav1.ConditionFalse, kqv1.ReasonPlanned, true, kqv1.ReasonPlanned},
+		// Plan holds changes back on purpose: not stalled (Argo CD would show Degraded).
+		{"Plan reports the changes", kqv1.ReconcilePlan, write, nil, nil, metav1.ConditionFalse, kqv1.ReasonPlanned, false, kqv1.ReasonPlanned},
 		{"the brokers refused the topic", kqv1.ReconcileActive, write, errors.New("policy"), nil, metav1.ConditionFalse, kqv1.ReasonKafkaRejected, true, kqv1.ReasonKafkaRejected},
 		{"a retriable failure is a wait", kqv1.ReconcileActive, write, nil, errors.New("timeout"), metav1.ConditionFalse, kqv1.ReasonKafkaUnavailable, false, kqv1.ReasonKafkaUnavailable},
 	}
@@ -336,7 +346,9 @@ func TestSummarize(t *testing.T) {
 		{"Planned is not a failure", "", func(s *scope) error {
 			s.setReady(condInput{metav1.ConditionFalse, kqv1.ReasonPlanned, "1 change"}, false)
 			return nil
-		}, metav1.ConditionFalse, kqv1.ReasonPlanned, metav1.ConditionFalse, false, 0, nil},
+			// Held back on purpose: no Ready (kstatus reads False as InProgress); Reconciling
+			// and Stalled False carry the reason.
+		}, "", kqv1.ReasonPlanned, metav1.ConditionFalse, false, 0, nil},
 		{"an action's own Warning is not repeated", "", func(s *scope) error {
 			s.warned[kqv1.ReasonKafkaRejected] = true
 			s.setReady(condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, "refused"}, true)
@@ -371,7 +383,11 @@ func TestSummarize(t *testing.T) {
 			if err := cl.Get(context.Background(), client.ObjectKeyFromObject(obj), &stored); err != nil {
 				t.Fatal(err)
 			}
-			if r := findCondition(stored.Status.Conditions, kqv1.ConditionReady); r == nil || r.Status != c.wantReady || r.Reason != c.wantReason {
+			if r := findCondition(stored.Status.Conditions, kqv1.ConditionReady); c.wantReady == "" {
+				if rc := findCondition(stored.Status.Conditions, kqv1.ConditionReconciling); r != nil || rc == nil || rc.Status != metav1.ConditionFalse || rc.Reason != c.wantReason {
+					t.Errorf("stored Ready %+v Reconciling %+v, want no Ready and Reconciling False/%s", r, rc, c.wantReason)
+				}
+			} else if r == nil || r.Status != c.wantReady || r.Reason != c.wantReason {
 				t.Errorf("stored Ready %+v, want %s/%s", r, c.wantReady, c.wantReason)
 			}
 			if st := findCondition(stored.Status.Conditions, kqv1.ConditionStalled); st == nil || st.Status != c.wantStalled {

@@ -144,6 +144,7 @@ type DeadLetterRouteStatus struct {
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.status.effectiveMode`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Reconcile",type=string,JSONPath=`.metadata.annotations.kafkaqueues\.io/reconcile`,description="The kafkaqueues.io/reconcile annotation (Paused, ObserveOnly, Plan); empty is Active"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type DeadLetterRoute struct {
 	metav1.TypeMeta   `json:",inline"`

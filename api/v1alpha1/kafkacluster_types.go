@@ -504,6 +504,7 @@ type KafkaClusterStatus struct {
 // +kubebuilder:printcolumn:name="ShareVersion",type=integer,JSONPath=`.status.shareVersion`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Reconcile",type=string,JSONPath=`.metadata.annotations.kafkaqueues\.io/reconcile`,description="The kafkaqueues.io/reconcile annotation (Paused, ObserveOnly, Plan); empty is Active"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type KafkaCluster struct {
 	metav1.TypeMeta   `json:",inline"`

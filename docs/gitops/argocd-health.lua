@@ -2,8 +2,9 @@
 -- DeadLetterRoute). Put it in argocd-cm under
 --   resource.customizations.health.kafkaqueues.io_ShareQueue   (and _KafkaCluster, _DeadLetterRoute)
 -- It reads the kstatus conditions the operator writes: Stalled=True is Degraded (the user must
--- change something), Ready=True at the current generation is Healthy, a paused resource is
--- Suspended, anything else is Progressing.
+-- change something), Ready=True at the current generation is Healthy, a resource whose
+-- kafkaqueues.io/reconcile annotation holds changes back (Paused, Plan, ObserveOnly, or an
+-- invalid value) is Suspended, anything else is Progressing.
 local hs = {}
 if obj.status == nil or obj.status.conditions == nil then
   hs.status = "Progressing"
@@ -16,7 +17,8 @@ for _, c in ipairs(obj.status.conditions) do
   if c.type == "Stalled" then stalled = c end
   if c.type == "Reconciling" then reconciling = c end
 end
-if reconciling ~= nil and (reconciling.reason == "Paused" or reconciling.reason == "InvalidReconcileMode") then
+if reconciling ~= nil and reconciling.status ~= "True" and (reconciling.reason == "Paused" or reconciling.reason == "InvalidReconcileMode"
+    or reconciling.reason == "Planned" or reconciling.reason == "ObserveOnly") then
   hs.status = "Suspended"
   hs.message = reconciling.message
   return hs
