@@ -173,10 +173,13 @@ var otherGroupTypes = []string{GroupTypeClassic, GroupTypeConsumer, GroupTypeStr
 // A broker too old for the types filter reports no type; such a group is reported as
 // classic. With batching, concurrent callers share requests.
 func (c *Client) OtherGroupTypes(ctx context.Context, ids ...string) (map[string]string, error) {
+	var found map[string]string
+	var err error
 	if c.batch == nil || len(ids) == 0 {
-		return c.otherGroupTypes(ctx, ids...)
+		found, err = c.otherGroupTypes(ctx, ids...)
+	} else {
+		found, err = c.batch.groupTypes.do(ctx, ids, nil)
 	}
-	found, err := c.batch.groupTypes.do(ctx, ids, nil)
 	if err != nil {
 		return nil, err
 	}
