@@ -96,6 +96,7 @@ func (r *DeadLetterRouteReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		step{"ownership", d.checkOwnership},
 		step{"queue", d.readQueue},
 		step{"cluster", d.connect},
+		step{"group type", d.checkGroupType},
 		step{"move group", d.leaveOldGroup},
 		step{"observe", d.observe},
 		step{"plan", d.planChanges},
@@ -152,7 +153,7 @@ func (d *routeScope) checkOwnership(ctx context.Context) error {
 	if first != nil && first.Name != dlr.Name {
 		msg = fmt.Sprintf("ShareQueue %s already has DeadLetterRoute %s (created %s); a queue has one route, so this one writes nothing", dlr.Spec.QueueRef.Name, first.Name, first.CreationTimestamp.UTC().Format(time.RFC3339))
 	}
-	routeConflictStatus(&dlr.Status, msg, d.gen)
+	routeConflictStatus(&dlr.Status, kqv1.ReasonConflict, msg, d.gen)
 	if msg != "" {
 		return &stallError{Reason: kqv1.ReasonConflict, Message: msg}
 	}
@@ -206,6 +207,22 @@ func (d *routeScope) connect(ctx context.Context) error {
 	return nil
 }
 
+// checkGroupType: the queue's group id must not name a classic, consumer or streams group
+// (groupTypeConflict). When it does the route is in Conflict (reason GroupTypeConflict),
+// writes no errors.deadletterqueue.* config and creates no topic; it looks again each resync.
+func (d *routeScope) checkGroupType(context.Context) error {
+	dlr, groupID := d.dlr, d.obs.GroupID
+	msg, err := groupTypeConflict(d.kctx, d.cl, groupID, "this DeadLetterRoute")
+	if err != nil {
+		return &waitError{Reason: kqv1.ReasonKafkaUnavailable, Message: fmt.Sprintf("listing the groups of other types to check group %s: %v", groupID, err), Cause: err}
+	}
+	if msg == "" {
+		return nil
+	}
+	routeConflictStatus(&dlr.Status, kqv1.ReasonGroupTypeConflict, msg, d.gen)
+	return &stallError{Reason: kqv1.ReasonGroupTypeConflict, Message: msg, After: d.r.ResyncInterval}
+}
+
 // leaveOldGroup: when the queue now has another group (recreated, or groupID changed), the
 // configs this route set stay on the old group unless removed, which is done before the new
 // group is recorded, so a failure is retried.
@@ -214,7 +231,9 @@ func (d *routeScope) leaveOldGroup(ctx context.Context) error {
 	if prev := d.original.(*kqv1.DeadLetterRoute).Status; d.mode == kqv1.ReconcileActive && prev.EffectiveMode == kqv1.DeadLetterModeBrokerNative &&
 		prev.GroupID != "" && prev.GroupID != obs.GroupID && prev.ClusterName == d.kc.Name {
 		removed, err := removeDeadLetterConfigs(d.kctx, d.cl, prev.GroupID, prev.TopicName)
-		if err != nil {
+		if kafka.IsNotShareGroup(err) {
+			d.r.event(dlr, corev1.EventTypeWarning, kqv1.ReasonGroupTypeConflict, "Apply", fmt.Sprintf("the queue's group is now %s; %s: its configs were left alone", obs.GroupID, errMessage(err)))
+		} else if err != nil {
 			return &waitError{Reason: kqv1.ReasonKafkaUnavailable, Message: fmt.Sprintf("removing the dead-letter configs of the queue's previous group %s: %v", prev.GroupID, err), Cause: err}
 		}
 		if len(removed) > 0 {

@@ -73,7 +73,10 @@ func (d *routeScope) finalize(ctx context.Context) error {
 		return giveUp(fmt.Sprintf("cannot build a client for KafkaCluster %s: %v", kc.Name, err))
 	}
 	del, err := removeDeadLetterConfigs(kctx, cl, groupID, dlr.Status.TopicName)
-	if err != nil {
+	if kafka.IsNotShareGroup(err) {
+		r.event(dlr, corev1.EventTypeWarning, kqv1.ReasonGroupTypeConflict, "Delete", fmt.Sprintf("%s: its configs were left alone", errMessage(err)))
+		return release()
+	} else if err != nil {
 		return giveUp(fmt.Sprintf("removing the dead-letter configs of group %s on KafkaCluster %s: %v", groupID, kc.Name, err))
 	}
 	if len(del) > 0 {
@@ -90,9 +93,15 @@ func (r *DeadLetterRouteReconciler) releaseFinalizer(ctx context.Context, dlr *k
 
 // removeDeadLetterConfigs unsets the KIP-1191 configs a route set on a group: the topic name
 // only while it still names topicName (a value someone else put there stays), and the
-// copy-record switch. It returns what it removed.
+// copy-record switch. It returns what it removed. A group id held by a classic, consumer or
+// streams group is not altered: the error is kafka.ErrNotShareGroup.
 func removeDeadLetterConfigs(ctx context.Context, cl *kafka.Client, groupID, topicName string) ([]kafka.AlterConfig, error) {
 	groupKey := kafka.ResourceKey{Type: kafka.GroupResource, Name: groupID}
+	if types, err := cl.OtherGroupTypes(ctx, groupID); err != nil {
+		return nil, err
+	} else if t := types[groupID]; t != "" {
+		return nil, &kafka.Error{Op: "IncrementalAlterConfigs", Resource: "group " + groupID, Err: kafka.ErrNotShareGroup, Message: kafka.NotShareGroupMessage(groupID, t)}
+	}
 	cfgs, err := cl.DescribeConfigs(ctx, []kafka.ResourceKey{groupKey})
 	if err != nil {
 		return nil, err

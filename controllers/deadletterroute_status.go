@@ -75,13 +75,13 @@ func routeWaited(conds *[]metav1.Condition, gen int64, reason, msg string) condI
 // routeConflictStatus sets Conflict: True with msg (another route owns the queue; this one
 // acts for nothing, so it clears its mode, topic, group and cluster) or False when msg is
 // empty.
-func routeConflictStatus(st *kqv1.DeadLetterRouteStatus, msg string, gen int64) {
+func routeConflictStatus(st *kqv1.DeadLetterRouteStatus, reason, msg string, gen int64) {
 	if msg == "" {
 		setCondition(&st.Conditions, kqv1.ConditionConflict, condInput{metav1.ConditionFalse, kqv1.ReasonNoConflict,
 			fmt.Sprintf("this is the only DeadLetterRoute of ShareQueue %s", st.QueueName)}, gen)
 		return
 	}
-	setCondition(&st.Conditions, kqv1.ConditionConflict, condInput{metav1.ConditionTrue, kqv1.ReasonConflict, msg}, gen)
-	setCondition(&st.Conditions, kqv1.ConditionRouteActive, condInput{metav1.ConditionFalse, kqv1.ReasonConflict, msg}, gen)
+	setCondition(&st.Conditions, kqv1.ConditionConflict, condInput{metav1.ConditionTrue, reason, msg}, gen)
+	setCondition(&st.Conditions, kqv1.ConditionRouteActive, condInput{metav1.ConditionFalse, reason, msg}, gen)
 	st.EffectiveMode, st.TopicName, st.GroupID, st.ClusterName = "", "", "", ""
 }

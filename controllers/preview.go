@@ -26,8 +26,8 @@ type Preview struct {
 	Effective  kqv1.EffectiveDelivery
 	Capacity   *kqv1.QueueCapacity
 	// Conflict names another ShareQueue that owns the topic or group, the DeadLetterRoute
-	// whose dead-letter topic the queue's topic is, or the Strimzi KafkaTopic managing the
-	// topic, if any. With another owner nothing is written; under Strimzi the group's writes
+	// whose dead-letter topic the queue's topic is, a consumer, classic or streams group
+	// holding the group id, or the Strimzi KafkaTopic managing the topic, if any. With another owner nothing is written; under Strimzi the group's writes
 	// stay in Changes and only the topic's are dropped, as the reconciler does.
 	Conflict string
 	// Refused are the brokers' refusals of the planned writes, sent with ValidateOnly (the
@@ -323,6 +323,13 @@ func (p *Previewer) Preview(ctx context.Context, sq *kqv1.ShareQueue) (*Preview,
 			out.Conflict = fmt.Sprintf("topic %s on this Kafka cluster is the dead-letter topic of %s; this ShareQueue makes no Kafka change until it names another topic", sq.Status.TopicName, route)
 		}
 	}
+	if out.Conflict == "" {
+		if typed, err := groupTypeConflict(ctx, cl, sq.Status.GroupID, "this ShareQueue"); err != nil {
+			out.Unchecked = joinNote(out.Unchecked, fmt.Sprintf("the type of group %s not checked: %v", sq.Status.GroupID, withAuthError(cl, err)))
+		} else if typed != "" {
+			out.Conflict = typed
+		}
+	}
 	strimziOwned := ""
 	if out.Conflict == "" {
 		if _, err := p.strimzi.detect(); err != nil {
@@ -371,6 +378,12 @@ func (p *Previewer) Preview(ctx context.Context, sq *kqv1.ShareQueue) (*Preview,
 		p.queues[out.Queue] = &plannedQueue{sq: sq, plan: plan}
 	}
 	out.Changes = plan.Changes()
+	if out.Conflict != "" && strimziOwned == "" {
+		// Owned elsewhere: the reconciler writes nothing (conflictStatus).
+		out.Changes = nil
+		plan.TopicReady = condInput{metav1.ConditionFalse, kqv1.ReasonConflict, out.Conflict}
+		plan.GroupConfig = plan.TopicReady
+	}
 	for typ, in := range map[string]condInput{kqv1.ConditionTopicReady: plan.TopicReady, kqv1.ConditionGroupConfigured: plan.GroupConfig, kqv1.ConditionConfigValid: plan.ConfigValid} {
 		out.Conditions[typ] = fmt.Sprintf("%s/%s: %s", in.Status, in.Reason, in.Message)
 	}
@@ -448,6 +461,13 @@ func (p *Previewer) PreviewRoute(ctx context.Context, dlr *kqv1.DeadLetterRoute)
 	attempts, _ := sq.ApplicationAttempts(kc.Status)
 	obs := routeObservation{Cluster: kc.Status, QueueTopic: sq.KafkaTopicName(), GroupID: sq.KafkaGroupID(), QueueAttempts: attempts}
 	topicName := dlr.KafkaTopicName(obs.QueueTopic, kc.Status)
+	if out.Conflict == "" {
+		if typed, err := groupTypeConflict(ctx, cl, obs.GroupID, "this DeadLetterRoute"); err != nil {
+			out.Unchecked = joinNote(out.Unchecked, fmt.Sprintf("the type of group %s not checked: %v", obs.GroupID, withAuthError(cl, err)))
+		} else if typed != "" {
+			out.Conflict = typed
+		}
+	}
 	if out.Conflict != "" {
 		out.TopicName = topicName
 		return out, nil

@@ -193,8 +193,10 @@ func (q *queueScope) connect(ctx context.Context) error {
 	return nil
 }
 
-// checkOwnership: one owner per (cluster, topic) and (cluster, group), and a queue's topic is
-// never a route's dead-letter topic. A queue in Conflict makes no Kafka change (stalled). A
+// checkOwnership: one owner per (cluster, topic) and (cluster, group), a queue's topic is
+// never a route's dead-letter topic, and its group id is not held by a group of another type
+// (classic, consumer, streams: reason GroupTypeConflict). A queue in Conflict makes no Kafka
+// change (stalled). A
 // topic managed by a Strimzi KafkaTopic is a Conflict too, but only the topic is left alone:
 // the reconcile goes on and writes the group's configs (checkStrimzi).
 func (q *queueScope) checkOwnership(ctx context.Context) error {
@@ -210,10 +212,17 @@ func (q *queueScope) checkOwnership(ctx context.Context) error {
 		return err
 	} else if route != "" {
 		msg = fmt.Sprintf("topic %s on this Kafka cluster is the dead-letter topic of %s; this ShareQueue makes no Kafka change until it names another topic", sq.Status.TopicName, route)
+	} else if typed, err := groupTypeConflict(q.kctx, q.cl, sq.Status.GroupID, "this ShareQueue"); err != nil {
+		return &waitError{Reason: kqv1.ReasonKafkaUnavailable, Message: fmt.Sprintf("listing the groups of other types to check group %s: %v", sq.Status.GroupID, err), Cause: err}
+	} else if typed != "" {
+		conflictStatus(&sq.Status, kqv1.ReasonGroupTypeConflict, typed, q.gen)
+		sq.Status.Group = nil // no share group state to report: the id is another type's
+		// Nothing in Kubernetes changes when that group goes away: look again each resync.
+		return &stallError{Reason: kqv1.ReasonGroupTypeConflict, Message: typed, After: q.r.ResyncInterval}
 	} else if owned, err := q.checkStrimzi(ctx); err != nil || owned {
 		return err
 	}
-	conflictStatus(&sq.Status, msg, q.gen)
+	conflictStatus(&sq.Status, kqv1.ReasonConflict, msg, q.gen)
 	if msg != "" {
 		return &stallError{Reason: kqv1.ReasonConflict, Message: msg}
 	}

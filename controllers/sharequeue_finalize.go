@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -99,7 +100,11 @@ func (q *queueScope) finalize(ctx context.Context) error {
 		r.event(sq, corev1.EventTypeWarning, kqv1.ReasonConflict, "Delete", fmt.Sprintf("group %s is also named by ShareQueue %s: not deleted", groupID, groupShared))
 		return release()
 	}
-	if err := r.deleteGroup(kctx, cl, groupID); err != nil {
+	if err := r.deleteGroup(kctx, cl, groupID); kafka.IsNotShareGroup(err) {
+		// The id is a classic, consumer or streams group's: its offsets and configs are not ours.
+		r.event(sq, corev1.EventTypeWarning, kqv1.ReasonGroupTypeConflict, "Delete", fmt.Sprintf("%s: not deleted, its configs untouched", errMessage(err)))
+		return release()
+	} else if err != nil {
 		return giveUp(err.Error())
 	}
 	r.event(sq, corev1.EventTypeNormal, "GroupDeleted", "Delete", fmt.Sprintf("deleted share group %s and its configs (deletionPolicy Delete)", groupID))
@@ -112,11 +117,15 @@ func (r *ShareQueueReconciler) releaseFinalizer(ctx context.Context, sq *kqv1.Sh
 }
 
 // deleteGroup deletes the share group and every group config override it had (the configs
-// outlive a group that never had members).
+// outlive a group that never had members). A group id held by a group of another type is
+// neither deleted nor altered: the error is kafka.ErrNotShareGroup (kafka.IsNotShareGroup).
 func (r *ShareQueueReconciler) deleteGroup(ctx context.Context, cl *kafka.Client, groupID string) error {
 	res, err := cl.DeleteShareGroups(ctx, groupID)
 	if err == nil {
 		err = res[groupID]
+	}
+	if kafka.IsNotShareGroup(err) {
+		return err
 	}
 	if err != nil && !kafka.IsUnsupported(err) {
 		return fmt.Errorf("deleting share group %s: %w", groupID, err)
@@ -144,4 +153,13 @@ func (r *ShareQueueReconciler) deleteGroup(ctx context.Context, cl *kafka.Client
 		err = out[key]
 	}
 	return err
+}
+
+// errMessage is a kafka.Error's broker or operator message when it has one, else err's text.
+func errMessage(err error) string {
+	var ke *kafka.Error
+	if errors.As(err, &ke) && ke.Message != "" {
+		return ke.Message
+	}
+	return err.Error()
 }

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
 )
 
 // Indexes of ShareQueues by the Kafka names they resolve to (defaults applied).
@@ -132,6 +133,25 @@ func older(a, b *kqv1.ShareQueue) bool {
 func conflictMessage(c *claimant) string {
 	return fmt.Sprintf("%s on this Kafka cluster is already owned by ShareQueue %s/%s; this ShareQueue makes no Kafka change until that one is deleted or this one names another topic and group",
 		c.what, c.queue.Namespace, c.queue.Name)
+}
+
+// groupTypeConflict returns the Conflict message when groupID names a classic, consumer or
+// streams group on cl's cluster (kafka.OtherGroupTypes; "" for a share group or no group).
+// Kafka keeps one group per id: share configs written under that id would land on the other
+// group, share consumers would be refused (GROUP_ID_NOT_FOUND "is not a share group"), and
+// DeleteGroups would delete it with its committed offsets. who names the resource that
+// therefore writes nothing to the group.
+func groupTypeConflict(ctx context.Context, cl *kafka.Client, groupID, who string) (string, error) {
+	types, err := cl.OtherGroupTypes(ctx, groupID)
+	if err != nil {
+		return "", err
+	}
+	typ := types[groupID]
+	if typ == "" {
+		return "", nil
+	}
+	return fmt.Sprintf("%s on this Kafka cluster: %s writes no group config and never deletes or alters that group; name another group id (spec.groupId of the ShareQueue, immutable: recreate it) or delete the %s group",
+		kafka.NotShareGroupMessage(groupID, typ), who, typ), nil
 }
 
 // sharersOf re-queues the ShareQueues that name the same topic or group as a deleted one, so

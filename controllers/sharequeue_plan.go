@@ -8,6 +8,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
@@ -385,6 +386,12 @@ func planQueue(sq *kqv1.ShareQueue, obs queueObservation) queuePlan {
 		p.GroupConfigs = nil
 		p.Effective = p.EffectiveNow
 	}
+	if obs.ReserveLastAttempt {
+		if attempts, ok := sq.ApplicationAttempts(obs.Cluster); ok {
+			showReserve(&p.EffectiveNow, attempts)
+			showReserve(&p.Effective, attempts)
+		}
+	}
 	p.ConfigValid = configValid(invalid, unsupported, clamped)
 	p.GroupConfig = groupConfigured(obs, p.GroupID, len(invalid) > 0 || len(unsupported) > 0)
 
@@ -678,6 +685,25 @@ func reservedDeliveryLimit(want string, declared bool, s deliverySetting, bounds
 		return want, declared
 	}
 	return strconv.FormatInt(n+1, 10), true
+}
+
+// showReserve splits the group's delivery limit in e.MaxDeliveryAttempts (Republisher mode)
+// into the application's attempts (at most attempts: what the sidecar hands out) and
+// e.ReservedAttempts, the rest. A limit that is not known leaves e as it is.
+func showReserve(e *kqv1.EffectiveDelivery, attempts int32) {
+	v := e.MaxDeliveryAttempts
+	if v == nil {
+		return
+	}
+	limit, err := strconv.ParseInt(v.Value, 10, 32)
+	if err != nil {
+		return
+	}
+	app := min(int32(limit), attempts)
+	shown := *v
+	shown.Value = strconv.Itoa(int(app))
+	e.MaxDeliveryAttempts = &shown
+	e.ReservedAttempts = ptr.To(int32(limit) - app)
 }
 
 // normaliseValue makes equal Kafka values compare equal: surrounding blanks, blanks around

@@ -20,6 +20,7 @@ var stallingReasons = map[string]bool{
 	kqv1.ReasonOutOfBrokerBounds: true, kqv1.ReasonUnsupportedByCluster: true, kqv1.ReasonKafkaRejected: true,
 	kqv1.ReasonTopicExists: true, kqv1.ReasonTopicIDChanged: true, kqv1.ReasonPartitionCountMismatch: true,
 	kqv1.ReasonReplicationFactorMismatch: true, kqv1.ReasonConflict: true, kqv1.ReasonDeletionProtected: true,
+	kqv1.ReasonGroupTypeConflict: true,
 }
 
 // queueReport is what the status step decided besides the status itself.
@@ -217,15 +218,16 @@ func queueWaited(conds *[]metav1.Condition, gen int64, reason, msg string) condI
 	return condInput{metav1.ConditionFalse, reason, msg}
 }
 
-// conflictStatus sets Conflict: True with msg (another resource owns the topic or group; the
-// topic and group conditions say so, and nothing is planned) or False when msg is empty.
-func conflictStatus(st *kqv1.ShareQueueStatus, msg string, gen int64) {
+// conflictStatus sets Conflict: True with reason and msg (another resource owns the topic or
+// group, or the group id is another type's; the topic and group conditions say so, and
+// nothing is planned) or False when msg is empty.
+func conflictStatus(st *kqv1.ShareQueueStatus, reason, msg string, gen int64) {
 	if msg == "" {
 		setCondition(&st.Conditions, kqv1.ConditionConflict, condInput{metav1.ConditionFalse, kqv1.ReasonNoConflict,
 			fmt.Sprintf("this ShareQueue owns topic %s and group %s", st.TopicName, st.GroupID)}, gen)
 		return
 	}
-	in := condInput{metav1.ConditionTrue, kqv1.ReasonConflict, msg}
+	in := condInput{metav1.ConditionTrue, reason, msg}
 	setCondition(&st.Conditions, kqv1.ConditionConflict, in, gen)
 	in.Status = metav1.ConditionFalse
 	setCondition(&st.Conditions, kqv1.ConditionTopicReady, in, gen)

@@ -108,6 +108,11 @@ const (
 	ReasonUnsupportedByCluster = "UnsupportedByCluster"
 	// ReasonConflict: another resource already owns the topic or the group on this cluster.
 	ReasonConflict = "Conflict"
+	// ReasonGroupTypeConflict: the group id names a group of another type on this cluster — a
+	// classic or consumer (KIP-848) consumer group, or a streams group (KIP-1071) — so it
+	// cannot be a share group (KIP-932); the message names the group and its type. Nothing is
+	// written to that group and deletion never deletes or alters it.
+	ReasonGroupTypeConflict = "GroupTypeConflict"
 	// ReasonNoConflict: this resource owns its topic and group.
 	ReasonNoConflict = "NoConflict"
 	// ReasonDeletionProtected: deletionProtection holds the Kafka resources and the finalizer.

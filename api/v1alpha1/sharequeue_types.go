@@ -243,8 +243,23 @@ type EffectiveValue struct {
 type EffectiveDelivery struct {
 	// +optional
 	LockDuration *EffectiveValue `json:"lockDuration,omitempty"`
+	// maxDeliveryAttempts is the delivery attempts the application gets (SQS maxReceiveCount):
+	// the group's share.delivery.count.limit (KIP-932; group override, else the broker
+	// default group.share.delivery.count.limit, clamped to the brokers' bounds, KIP-1240)
+	// minus reservedAttempts. config names share.delivery.count.limit; value is the count.
 	// +optional
 	MaxDeliveryAttempts *EffectiveValue `json:"maxDeliveryAttempts,omitempty"`
+	// reservedAttempts is the delivery attempts of the group's share.delivery.count.limit kept
+	// from the application (a count): with a DeadLetterRoute in Republisher mode the group's
+	// limit is the application's attempts plus one, and the republisher sidecar dead-letters
+	// a record that arrives on that last attempt (after its last application attempt died with
+	// the sidecar) instead of handing it out. share.delivery.count.limit =
+	// maxDeliveryAttempts.value + reservedAttempts. 0 when the limit has no room for the
+	// reserve (the route then reports DeliveryLimitNotReserved); absent without a Republisher
+	// route.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ReservedAttempts *int32 `json:"reservedAttempts,omitempty"`
 	// +optional
 	MaxInFlightPerPartition *EffectiveValue `json:"maxInFlightPerPartition,omitempty"`
 	// +optional
@@ -363,6 +378,7 @@ type ShareQueueStatus struct {
 // +kubebuilder:printcolumn:name="Partitions",type=integer,JSONPath=`.status.partitions`
 // +kubebuilder:printcolumn:name="Lease",type=string,JSONPath=`.status.effective.lockDuration.value`
 // +kubebuilder:printcolumn:name="MaxAttempts",type=string,JSONPath=`.status.effective.maxDeliveryAttempts.value`
+// +kubebuilder:printcolumn:name="Reserved",type=integer,priority=1,JSONPath=`.status.effective.reservedAttempts`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Reconcile",type=string,JSONPath=`.metadata.annotations.kafkaqueues\.io/reconcile`,description="The kafkaqueues.io/reconcile annotation (Paused, ObserveOnly, Plan); empty is Active"

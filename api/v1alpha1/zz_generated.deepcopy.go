@@ -297,6 +297,11 @@ func (in *EffectiveDelivery) DeepCopyInto(out *EffectiveDelivery) {
 		*out = new(EffectiveValue)
 		**out = **in
 	}
+	if in.ReservedAttempts != nil {
+		in, out := &in.ReservedAttempts, &out.ReservedAttempts
+		*out = new(int32)
+		**out = **in
+	}
 	if in.MaxInFlightPerPartition != nil {
 		in, out := &in.MaxInFlightPerPartition, &out.MaxInFlightPerPartition
 		*out = new(EffectiveValue)

@@ -132,6 +132,7 @@ type queueRow struct {
 	Partitions         int32  `json:"partitions"`
 	Lease              string `json:"lease,omitempty"`
 	MaxAttempts        string `json:"maxAttempts,omitempty"`
+	ReservedAttempts   *int32 `json:"reservedAttempts,omitempty"` // attempts kept from the app by a Republisher route
 	MaxInFlight        int64  `json:"maxInFlightRecords,omitempty"`
 	InFlightStateBytes int64  `json:"inFlightStateBytes,omitempty"`
 	GroupState         string `json:"groupState,omitempty"`
@@ -189,6 +190,7 @@ func (o *statusOptions) run(cf *genericclioptions.ConfigFlags, stdout io.Writer)
 			if e.MaxDeliveryAttempts != nil {
 				row.MaxAttempts = e.MaxDeliveryAttempts.Value
 			}
+			row.ReservedAttempts = e.ReservedAttempts
 		}
 		if cp := q.Status.Capacity; cp != nil {
 			row.MaxInFlight, row.InFlightStateBytes = cp.MaxInFlightRecords, cp.InFlightStateBytes
@@ -213,7 +215,7 @@ func (o *statusOptions) run(cf *genericclioptions.ConfigFlags, stdout io.Writer)
 		return err
 	case "table":
 		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAMESPACE\tNAME\tREADY\tTOPIC\tPARTITIONS\tLEASE\tMAX-ATTEMPTS\tMAX-IN-FLIGHT\tSTATE-BYTES\tGROUP\tMEMBERS\tLAG\tDLQ")
+		fmt.Fprintln(tw, "NAMESPACE\tNAME\tREADY\tTOPIC\tPARTITIONS\tLEASE\tMAX-ATTEMPTS\tRESERVED\tMAX-IN-FLIGHT\tSTATE-BYTES\tGROUP\tMEMBERS\tLAG\tDLQ")
 		for _, r := range rows {
 			lag := "-"
 			if r.Lag != nil {
@@ -223,8 +225,12 @@ func (o *statusOptions) run(cf *genericclioptions.ConfigFlags, stdout io.Writer)
 			if r.Reason != "" && r.Ready != "True" {
 				ready += " (" + r.Reason + ")"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\n", r.Namespace, r.Name, ready, r.Topic, r.Partitions,
-				dash(r.Lease), dash(r.MaxAttempts), r.MaxInFlight, humanBytes(r.InFlightStateBytes), dash(r.GroupState), r.Members, lag, dash(r.DeadLetterRoute))
+			reserved := "-"
+			if r.ReservedAttempts != nil {
+				reserved = fmt.Sprint(*r.ReservedAttempts)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\n", r.Namespace, r.Name, ready, r.Topic, r.Partitions,
+				dash(r.Lease), dash(r.MaxAttempts), reserved, r.MaxInFlight, humanBytes(r.InFlightStateBytes), dash(r.GroupState), r.Members, lag, dash(r.DeadLetterRoute))
 		}
 		return tw.Flush()
 	default:

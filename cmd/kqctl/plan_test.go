@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -279,4 +282,50 @@ func TestPlanFailsFastOnAnUnreachableCluster(t *testing.T) {
 		t.Errorf("%d queues failed with the cluster's earlier error, want 2:\n%s", n, out)
 	}
 	mustContain(t, section(out, "ShareQueue default/kq-dead-0"), "KafkaCluster default/kq-dead: reading topic kq-dead-0")
+}
+
+// A group id held by a classic consumer group is the reconciler's GroupTypeConflict in plan
+// too: CONFLICT naming the type, and no group write planned (issue 19 case 1).
+func TestPlanReportsAGroupOfAnotherType(t *testing.T) {
+	skipShort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	bootstrap := localBootstrap(t)
+	admin, err := kafka.NewClient(kafka.Config{BootstrapServers: bootstrap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.CreateTopics(ctx, []kafka.NewTopic{{Name: "kq-classic-src", Partitions: 1, ReplicationFactor: -1}}); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "kq-classic-src", Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.ConsumerGroup("kq-billing-cg"), kgo.ConsumeTopics("kq-classic-src"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for got := 0; got == 0 && ctx.Err() == nil; {
+		got = cons.PollFetches(ctx).NumRecords()
+	}
+	if err := cons.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cons.Close()
+	out, err := planOut(t, "", "-f", writeFile(t, "apiVersion: kafkaqueues.io/v1alpha1\nkind: ShareQueue\nmetadata: {name: kq-billing}\nspec:\n  clusterRef: {name: local}\n  groupId: kq-billing-cg\n  delivery: {lockDuration: 45s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := section(out, "ShareQueue default/kq-billing")
+	mustContain(t, s, "CONFLICT: group kq-billing-cg is a classic group")
+	if strings.Contains(s, "~ group kq-billing-cg") {
+		t.Errorf("plan writes to a classic group's config:\n%s", s)
+	}
 }

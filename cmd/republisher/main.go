@@ -8,7 +8,8 @@
 // mounted files (an OAUTHBEARER token), never from flags, and are never logged.
 //
 // Probes: /healthz (the process serves) and /readyz (200 once the application API accepts
-// connections, 503 before and once shutdown begins) are served on the metrics listener
+// connections, 503 before, while the queue's group id names a group of another type, and once
+// shutdown begins) are served on the metrics listener
 // (--metrics-bind-address, :9787, all interfaces, so the kubelet reaches them while the API
 // stays on loopback). With metrics disabled ("0") they are served only on
 // --health-bind-address; that flag also moves them to a listener of their own when set to
@@ -294,10 +295,14 @@ func saslSettings(sec security) (kafka.SASLSettings, error) {
 }
 
 // health answers the kubelet's probes. /healthz: 200 while the process serves. /readyz: 200
-// once the application API accepts connections, 503 before that and again once shutdown
-// begins; the webhook points the sidecar's startupProbe at it, so a native sidecar holds the
-// application's containers back until its API answers.
-type health struct{ ready atomic.Bool }
+// once the application API accepts connections, 503 before that, while problem reports one
+// (the queue's group id names a group of another type: republisher.Problem) and again once
+// shutdown begins; the webhook points the sidecar's startupProbe at it, so a native sidecar
+// holds the application's containers back until its API answers and its group is usable.
+type health struct {
+	ready   atomic.Bool
+	problem func() string // nil: none
+}
 
 func (h *health) register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
@@ -305,6 +310,12 @@ func (h *health) register(mux *http.ServeMux) {
 		if !h.ready.Load() {
 			http.Error(w, "the application API is not accepting connections", http.StatusServiceUnavailable)
 			return
+		}
+		if h.problem != nil {
+			if p := h.problem(); p != "" {
+				http.Error(w, p, http.StatusServiceUnavailable)
+				return
+			}
 		}
 		_, _ = w.Write([]byte("ok"))
 	})
@@ -347,7 +358,7 @@ func run(cfg kafka.Config, opts republisher.Options, listen, metricsAddr, health
 	go rp.Run(ctx)
 
 	// The probes and metrics listen first, so /readyz answers 503 until the API is up.
-	h := &health{}
+	h := &health{problem: rp.Problem}
 	errc := make(chan error, 3)
 	var aux []*http.Server
 	healthOnMetrics := healthAddr == "" || healthAddr == metricsAddr

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -80,6 +81,26 @@ func TestReadyzFollowsTheAPIListener(t *testing.T) {
 	h2 := &health{}
 	if _, err := serveAPI(addr, http.NotFoundHandler(), h2, errc); err == nil || h2.ready.Load() {
 		t.Errorf("serving on a taken address: %v, ready %v", err, h2.ready.Load())
+	}
+}
+
+// /readyz is 503 with the reason while the republisher reports a problem (the queue's group
+// id names a group of another type, issue 19 case 1), and 200 again once it clears.
+func TestReadyzReportsTheRepublishersProblem(t *testing.T) {
+	var problem atomic.Value
+	problem.Store("group billing-cg is a classic group, not a share group")
+	h := &health{problem: func() string { return problem.Load().(string) }}
+	h.ready.Store(true)
+	mux := http.NewServeMux()
+	h.register(mux)
+	probes := httptest.NewServer(mux)
+	defer probes.Close()
+	if code, body := get(t, probes.URL+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "classic group") {
+		t.Errorf("/readyz with a problem: %d %q, want 503 naming it", code, body)
+	}
+	problem.Store("")
+	if code, body := get(t, probes.URL+"/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz once the problem cleared: %d %q, want 200", code, body)
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 
 // Batching configures how a Client coalesces concurrent admin calls (issue: many ShareQueue
 // reconciles on one cluster). When it is on, DescribeTopics, DescribeConfigs, CreateTopics,
-// GrowPartitions, IncrementalAlterConfigs and DescribeShareGroups calls made at about the same
+// GrowPartitions, IncrementalAlterConfigs, DescribeShareGroups and OtherGroupTypes calls made at about the same
 // time by different goroutines are sent as one Kafka request, and each caller gets back only
 // its own items with their own item errors. A request-level failure (transport, timeout) is
 // returned to every caller whose items were in that request.
@@ -54,6 +54,8 @@ type batchers struct {
 	grow      *coalescer[string, int32, error]
 	alter     *coalescer[ResourceKey, []AlterConfig, error]
 	shareDesc *coalescer[string, struct{}, ShareGroup]
+	// groupTypes answers every queued id from one ListGroups: its type, or "".
+	groupTypes *coalescer[string, struct{}, string]
 }
 
 func newBatchers(c *Client, b Batching, timeout time.Duration) *batchers {
@@ -91,6 +93,9 @@ func newBatchers(c *Client, b Batching, timeout time.Duration) *batchers {
 		}, func(cs []AlterConfig) int { return max(len(cs), 1) }),
 		shareDesc: newCoalescer(mk("ShareGroupDescribe", false), func(ctx context.Context, items []batchItem[string, struct{}]) (map[string]ShareGroup, error) {
 			return c.describeShareGroups(ctx, keysOf(items)...)
+		}, nil),
+		groupTypes: newCoalescer(mk("ListGroups", false), func(ctx context.Context, items []batchItem[string, struct{}]) (map[string]string, error) {
+			return c.otherGroupTypes(ctx, keysOf(items)...)
 		}, nil),
 	}
 }

@@ -138,7 +138,30 @@ type Republisher struct {
 	stopPolls context.CancelFunc
 	receives  sync.WaitGroup
 	m         metrics
+
+	// admin checks that Options.Group is not a classic, consumer or streams group before the
+	// members join (openMembers). membersUp is closed once they exist (or the check was given
+	// up at shutdown); opened once openMembers has returned. problem (under mu) says why they
+	// do not run, "" while none is known.
+	admin     *kafka.Client
+	membersUp chan struct{}
+	opened    chan struct{}
+	stopOpen  context.CancelFunc
+	problem   string
 }
+
+// ErrGroupNotShare is returned (wrapped, with the group and its type) by Receive while the
+// queue's group id names a group of another type: no member joins until it is gone.
+var ErrGroupNotShare = errors.New("republisher: the group is not a share group")
+
+// Backoff of the group-type check (openMembers): from groupCheckMin, doubling, up to
+// groupCheckMax while the group is another type's, and up to groupCheckErrMax while the
+// check itself fails (brokers not reachable yet).
+const (
+	groupCheckMin    = time.Second
+	groupCheckMax    = time.Minute
+	groupCheckErrMax = 5 * time.Second
+)
 
 // New connects the members and the producer. It does not wait for the brokers.
 func New(cfg kafka.Config, opts Options) (*Republisher, error) {
@@ -164,15 +187,89 @@ func New(cfg kafka.Config, opts Options) (*Republisher, error) {
 		return nil, err
 	}
 	r.producer = p
-	for i := 0; i < opts.Members; i++ {
-		m, err := kafka.NewShareMember(cfg, opts.Group, opts.Topic, int32(opts.MaxRecords), fetchWait)
+	admin, err := kafka.NewClient(cfg)
+	if err != nil {
+		r.closeClients()
+		return nil, err
+	}
+	r.admin = admin
+	r.membersUp, r.opened = make(chan struct{}), make(chan struct{})
+	octx, cancel := context.WithCancel(context.Background())
+	r.stopOpen = cancel
+	go r.openMembers(octx, cfg)
+	return r, nil
+}
+
+// openMembers joins the share group once the group id is known not to be another type's.
+// A franz-go share member whose group id is a classic, consumer or streams group's sends
+// ShareGroupHeartbeat in a tight loop (thousands a second, measured on Kafka 4.4) while its
+// polls return no error, so the members are not created until kafka.OtherGroupTypes says
+// the id is free: while it is another type's, Problem and Receive say so and the check is
+// repeated with exponential backoff (logged once per attempt). A group that becomes another
+// type's after the members joined is not detected.
+func (r *Republisher) openMembers(ctx context.Context, cfg kafka.Config) {
+	defer close(r.opened)
+	defer close(r.membersUp)
+	delay := groupCheckMin
+	for {
+		types, err := r.admin.OtherGroupTypes(ctx, r.opts.Group)
+		var problem string
+		switch {
+		case err == nil && types[r.opts.Group] == "":
+			members, err := r.newMembers(cfg)
+			if err == nil {
+				r.mu.Lock()
+				r.members, r.problem = members, ""
+				r.mu.Unlock()
+				return
+			}
+			slog.Error("cannot create the share-group members; retrying", "group", r.opts.Group, "error", err, "retryIn", delay)
+		case err == nil:
+			problem = kafka.NotShareGroupMessage(r.opts.Group, types[r.opts.Group])
+			slog.Warn("not joining: "+problem+"; delete that group or use another group id", "group", r.opts.Group, "type", types[r.opts.Group], "retryIn", delay)
+		default:
+			if ctx.Err() != nil {
+				return
+			}
+			slog.Warn("cannot check that the group is a share group; retrying", "group", r.opts.Group, "error", err, "retryIn", delay)
+		}
+		r.mu.Lock()
+		r.problem = problem
+		r.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		limit := groupCheckErrMax
+		if problem != "" {
+			limit = groupCheckMax
+		}
+		delay = min(2*delay, limit)
+	}
+}
+
+func (r *Republisher) newMembers(cfg kafka.Config) ([]*member, error) {
+	var out []*member
+	for i := 0; i < r.opts.Members; i++ {
+		m, err := kafka.NewShareMember(cfg, r.opts.Group, r.opts.Topic, int32(r.opts.MaxRecords), fetchWait)
 		if err != nil {
-			r.closeClients()
+			for _, o := range out {
+				o.m.Close()
+			}
 			return nil, err
 		}
-		r.members = append(r.members, &member{m: m})
+		out = append(out, &member{m: m})
 	}
-	return r, nil
+	return out, nil
+}
+
+// Problem says why the sidecar does not consume ("" when nothing is known to be wrong): the
+// group id names a group of another type (openMembers). /readyz reports it.
+func (r *Republisher) Problem() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.problem
 }
 
 // ErrShuttingDown is returned by Receive once Drain or Shutdown has begun.
@@ -483,6 +580,8 @@ func (r *Republisher) Shutdown(ctx context.Context) {
 				"topic", h.rec.Topic, "partition", h.rec.Partition, "offset", h.rec.Offset, "deliveryCount", h.rec.DeliveryCount, "error", err)
 		}
 	}
+	r.stopOpen()
+	<-r.opened
 	for _, m := range r.members {
 		_ = m.m.Flush(ctx)
 	}
@@ -544,6 +643,17 @@ func (r *Republisher) settle(ctx context.Context, h *held, reason string) error 
 // takeMember returns a member whose last batch is fully acknowledged, waiting for one until
 // ctx ends (nil, nil).
 func (r *Republisher) takeMember(ctx context.Context) (*member, error) {
+	if p := r.Problem(); p != "" {
+		return nil, fmt.Errorf("%w: %s", ErrGroupNotShare, p)
+	}
+	select {
+	case <-r.membersUp:
+	case <-ctx.Done():
+		if p := r.Problem(); p != "" {
+			return nil, fmt.Errorf("%w: %s", ErrGroupNotShare, p)
+		}
+		return nil, nil
+	}
 	for {
 		r.mu.Lock()
 		if r.draining {
@@ -626,6 +736,9 @@ func (r *Republisher) closeClients() {
 	}
 	if r.producer != nil {
 		r.producer.Close()
+	}
+	if r.admin != nil {
+		r.admin.Close()
 	}
 }
 
