@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
@@ -51,6 +52,9 @@ type DeadLetterRouteReconciler struct {
 	KafkaTimeout   time.Duration
 	// FinalizerTimeout bounds how long deletion waits for an unreachable cluster.
 	FinalizerTimeout time.Duration
+	// topicGone carries the routes whose dead-letter topic topicWatch found deleted; nil: no
+	// watch.
+	topicGone <-chan event.GenericEvent
 }
 
 // +kubebuilder:rbac:groups=kafkaqueues.io,resources=deadletterroutes,verbs=get;list;watch;update;patch
@@ -262,6 +266,19 @@ func (d *routeScope) observe(ctx context.Context) error {
 // planChanges runs the pure plan (planRoute).
 func (d *routeScope) planChanges(context.Context) error {
 	d.plan = planRoute(d.dlr, d.obs)
+	if prev := d.dlr.Status.TopicName; prev != "" && prev == d.plan.TopicName && d.plan.CreateTopic != nil {
+		// The route acted on this topic and it is gone: deleted outside the operator.
+		lost := "the republisher sidecars cannot write the records they dead-letter"
+		if d.plan.Mode == kqv1.DeadLetterModeBrokerNative {
+			lost = fmt.Sprintf("the brokers drop the records group %s dead-letters (the topic does not exist and is not created automatically)", d.obs.GroupID)
+		}
+		what := "recreating it"
+		if d.mode != kqv1.ReconcileActive {
+			what = "not recreated in reconcile mode " + d.mode
+		}
+		d.r.event(d.dlr, corev1.EventTypeWarning, kqv1.EventDeadLetterTopicDeleted, "Reconcile",
+			fmt.Sprintf("dead-letter topic %s no longer exists (deleted outside the operator): until it is back %s; %s", prev, lost, what))
+	}
 	d.dlr.Status.TopicName = d.plan.TopicName
 	d.dlr.Status.EffectiveMode = d.plan.Mode
 	if d.plan.Blocked {
@@ -405,7 +422,11 @@ func (r *DeadLetterRouteReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.FinalizerTimeout <= 0 {
 		r.FinalizerTimeout = defaultFinalizerTimeout
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.topicGone != nil {
+		b = b.WatchesRawSource(source.Channel(r.topicGone, &handler.EnqueueRequestForObject{}))
+	}
+	return b.
 		For(&kqv1.DeadLetterRoute{}, builderWithGenerationOrAnnotationChange()).
 		// A route reads its queue's spec and reconcile annotation, not its status: the
 		// queue's status writes (lag, members, conditions) do not wake its route.

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -272,4 +274,89 @@ func values(rs []*kgo.Record) []string {
 		out = append(out, string(r.Value))
 	}
 	return out
+}
+
+// Issue 19 case 5: a dead-letter topic deleted outside the operator is noticed within the
+// topic check interval (2s in this rig; batched: one Metadata request per cluster for every
+// watched topic), reported with a Warning event saying records are being lost, and recreated
+// with the config the brokers need (errors.deadletterqueue.group.enable=true) — for every
+// route of the cluster at once. The same watch re-checks a queue whose topic was deleted.
+func TestDeletedDeadLetterTopicIsNoticedAndRecreated(t *testing.T) {
+	r := startRig(t)
+	ns := r.newNamespace(t)
+	r.newCluster(t, ns)
+	ctx := ctxFor(t)
+	var routes []*kqv1.DeadLetterRoute
+	for _, name := range []string{"a", "b"} {
+		sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: kqv1.ShareQueueSpec{
+			ClusterRef: kqv1.ClusterReference{Name: "local"}, Topic: kqv1.QueueTopicSpec{Name: name + "-" + ns}}}
+		if err := r.k8s.Create(ctx, sq); err != nil {
+			t.Fatal(err)
+		}
+		dlr := &kqv1.DeadLetterRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-dlq"}, Spec: kqv1.DeadLetterRouteSpec{QueueRef: kqv1.QueueReference{Name: name}}}
+		if err := r.k8s.Create(ctx, dlr); err != nil {
+			t.Fatal(err)
+		}
+		routes = append(routes, dlr)
+	}
+	var topics []string
+	ids := map[string]string{}
+	for _, dlr := range routes {
+		got := r.waitRoute(t, dlr, kqv1.ConditionReady, metav1.ConditionTrue)
+		topics = append(topics, got.Status.TopicName)
+	}
+	described, err := r.admin.DescribeTopics(ctx, topics...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, tp := range described {
+		ids[n] = tp.ID
+	}
+	if _, err := r.admin.DeleteTopics(ctx, topics...); err != nil {
+		t.Fatal(err)
+	}
+	// Both come back as new topics (new ids) with the broker-native DLQ config, and each route
+	// got a Warning event naming its topic and the loss.
+	eventually(t, 30*time.Second, func() string {
+		now, err := r.admin.DescribeTopics(ctx, topics...)
+		if err != nil {
+			return err.Error()
+		}
+		for _, n := range topics {
+			if tp := now[n]; tp.Err != nil || tp.ID == ids[n] {
+				return fmt.Sprintf("topic %s not recreated yet: %+v", n, tp)
+			}
+		}
+		return ""
+	})
+	for _, n := range topics {
+		waitConfig(t, r.admin, kafka.ResourceKey{Type: kafka.TopicResource, Name: n}, dlqGroupEnableConfig, func(e kafka.ConfigEntry) string {
+			if e.Value != "true" {
+				return fmt.Sprintf("%s %s=%q, want true", n, dlqGroupEnableConfig, e.Value)
+			}
+			return ""
+		})
+	}
+	eventually(t, 30*time.Second, func() string {
+		var evs eventsv1.EventList
+		if err := r.k8s.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+			return err.Error()
+		}
+		for i, dlr := range routes {
+			found := false
+			for _, e := range evs.Items {
+				if e.Reason == kqv1.EventDeadLetterTopicDeleted && e.Type == corev1.EventTypeWarning && e.Regarding.Name == dlr.Name &&
+					strings.Contains(e.Note, "dead-letter topic "+topics[i]+" no longer exists") && strings.Contains(e.Note, "the brokers drop the records") {
+					found = true
+				}
+			}
+			if !found {
+				return "no DeadLetterTopicDeleted Warning for route " + dlr.Name
+			}
+		}
+		return ""
+	})
+	for _, dlr := range routes {
+		r.waitRoute(t, dlr, kqv1.ConditionRouteActive, metav1.ConditionTrue)
+	}
 }

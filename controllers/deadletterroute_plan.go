@@ -120,14 +120,14 @@ func planRoute(dlr *kqv1.DeadLetterRoute, obs routeObservation) routePlan {
 	p.Mode = mode
 	native := mode == kqv1.DeadLetterModeBrokerNative
 	if prefix := obs.Cluster.DeadLetterPrefix(); native && !strings.HasPrefix(p.TopicName, prefix) {
-		msg := fmt.Sprintf("spec.topic.name %q does not start with the brokers' errors.deadletterqueue.topic.name.prefix %q, which BrokerNative mode requires (KIP-1191); use %q or leave spec.topic.name empty", p.TopicName, prefix, prefix+p.TopicName)
+		msg := fmt.Sprintf("spec.topic.name %q does not start with the brokers' errors.deadletterqueue.topic.name.prefix %q, which BrokerNative mode requires (KIP-1191): set spec.mode: Republisher to keep this name, or recreate this DeadLetterRoute with spec.topic.name %q or without spec.topic.name (it cannot be changed in place)", p.TopicName, prefix, prefix+p.TopicName)
 		p.Blocked = true
 		p.TopicReady = condInput{metav1.ConditionFalse, kqv1.ReasonTopicNamePrefixRequired, msg}
 		p.RouteActive = condInput{metav1.ConditionFalse, kqv1.ReasonTopicNamePrefixRequired, msg}
 		return p
 	}
 	if obs.TopicOwner != "" {
-		msg := fmt.Sprintf("dead-letter topic %s is the topic of %s on this Kafka cluster; dead records need a topic of their own (set spec.topic.name)", p.TopicName, obs.TopicOwner)
+		msg := fmt.Sprintf("dead-letter topic %s is the topic of %s on this Kafka cluster; dead records need a topic of their own: recreate this DeadLetterRoute with another spec.topic.name (it cannot be changed in place)", p.TopicName, obs.TopicOwner)
 		p.Blocked = true
 		p.TopicReady = condInput{metav1.ConditionFalse, kqv1.ReasonConflict, msg}
 		p.RouteActive = condInput{metav1.ConditionFalse, kqv1.ReasonConflict, msg}

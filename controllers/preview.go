@@ -320,7 +320,7 @@ func (p *Previewer) Preview(ctx context.Context, sq *kqv1.ShareQueue) (*Preview,
 			return nil, err
 		}
 		if route := deadLetterTopicOwnerIn(ctx, c, kc, sq.Status.TopicName, routes); route != "" {
-			out.Conflict = fmt.Sprintf("topic %s on this Kafka cluster is the dead-letter topic of %s; this ShareQueue makes no Kafka change until it names another topic", sq.Status.TopicName, route)
+			out.Conflict = fmt.Sprintf("topic %s on this Kafka cluster is the dead-letter topic of %s; this ShareQueue makes no Kafka change until it is recreated naming another topic (spec.topic.name cannot be changed in place)", sq.Status.TopicName, route)
 		}
 	}
 	if out.Conflict == "" {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
 )
@@ -29,6 +30,10 @@ type Options struct {
 	// KafkaBatching coalesces the Kafka admin calls of concurrent reconciles on one cluster
 	// into shared requests (see kafka.Batching). Off, every reconcile sends its own requests.
 	KafkaBatching kafka.Batching
+	// TopicCheckInterval is how often the topics of every queue and dead-letter route are
+	// checked for deletion outside the operator (topicWatch: one Metadata request per
+	// cluster); 0 turns the check off and leaves it to the resync.
+	TopicCheckInterval time.Duration
 	// WebhookConfigName names the republisher webhook's MutatingWebhookConfiguration (the
 	// manager's --webhook-config-name when the webhook is on; empty when it is off), so a Pod
 	// reported without its sidecar can be told apart from one the webhook never sees.
@@ -51,17 +56,27 @@ func SetupAll(mgr ctrl.Manager, pool *kafka.Pool, opts Options) error {
 	if err := indexRoutes(mgr); err != nil {
 		return err
 	}
+	kafkaTimeout := opts.KafkaTimeout
+	if kafkaTimeout <= 0 {
+		kafkaTimeout = 30 * time.Second
+	}
+	watch := &topicWatch{client: mgr.GetClient(), pool: pool, interval: opts.TopicCheckInterval, timeout: kafkaTimeout,
+		queues: make(chan event.GenericEvent), routes: make(chan event.GenericEvent), gone: map[string]bool{}}
 	if err := (&ShareQueueReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder,
 		ResyncInterval: opts.ResyncInterval, KafkaTimeout: opts.KafkaTimeout, Concurrency: opts.QueueConcurrency,
-		FinalizerTimeout: opts.FinalizerTimeout,
+		FinalizerTimeout: opts.FinalizerTimeout, topicGone: watch.queues,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&DeadLetterRouteReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder,
 		ResyncInterval: opts.ResyncInterval, KafkaTimeout: opts.KafkaTimeout, FinalizerTimeout: opts.FinalizerTimeout,
+		topicGone: watch.routes,
 	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := mgr.Add(watch); err != nil {
 		return err
 	}
 	// Pods admitted without their republisher sidecar (the webhook fails open). The manager's

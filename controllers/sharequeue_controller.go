@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
@@ -61,6 +62,8 @@ type ShareQueueReconciler struct {
 
 	// strimzi finds the Strimzi KafkaTopics managing a queue's topic (strimzi.go).
 	strimzi *strimziTopics
+	// topicGone carries the queues whose topic topicWatch found deleted; nil: no watch.
+	topicGone <-chan event.GenericEvent
 }
 
 // +kubebuilder:rbac:groups=kafkaqueues.io,resources=sharequeues,verbs=get;list;watch;update;patch
@@ -211,7 +214,7 @@ func (q *queueScope) checkOwnership(ctx context.Context) error {
 	} else if route, err := deadLetterTopicOwner(ctx, q.r.Client, &q.kc, sq.Status.TopicName); err != nil {
 		return err
 	} else if route != "" {
-		msg = fmt.Sprintf("topic %s on this Kafka cluster is the dead-letter topic of %s; this ShareQueue makes no Kafka change until it names another topic", sq.Status.TopicName, route)
+		msg = fmt.Sprintf("topic %s on this Kafka cluster is the dead-letter topic of %s; this ShareQueue makes no Kafka change until it is recreated naming another topic (spec.topic.name cannot be changed in place)", sq.Status.TopicName, route)
 	} else if typed, err := groupTypeConflict(q.kctx, q.cl, sq.Status.GroupID, "this ShareQueue"); err != nil {
 		return &waitError{Reason: kqv1.ReasonKafkaUnavailable, Message: fmt.Sprintf("listing the groups of other types to check group %s: %v", sq.Status.GroupID, err), Cause: err}
 	} else if typed != "" {
@@ -555,7 +558,11 @@ func (r *ShareQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return err
 		}
 	}
-	c, err := ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.topicGone != nil {
+		b = b.WatchesRawSource(source.Channel(r.topicGone, &handler.EnqueueRequestForObject{}))
+	}
+	c, err := b.
 		For(&kqv1.ShareQueue{}, builderWithGenerationOrAnnotationChange()).
 		Watches(&kqv1.KafkaCluster{}, handler.EnqueueRequestsFromMapFunc(r.queuesOfCluster)).
 		Watches(&kqv1.DeadLetterRoute{}, handler.EnqueueRequestsFromMapFunc(queueOfRoute)).

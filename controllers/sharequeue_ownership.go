@@ -131,7 +131,7 @@ func older(a, b *kqv1.ShareQueue) bool {
 }
 
 func conflictMessage(c *claimant) string {
-	return fmt.Sprintf("%s on this Kafka cluster is already owned by ShareQueue %s/%s; this ShareQueue makes no Kafka change until that one is deleted or this one names another topic and group",
+	return fmt.Sprintf("%s on this Kafka cluster is already owned by ShareQueue %s/%s; this ShareQueue makes no Kafka change until that one is deleted, or this one is recreated naming another topic and group (spec.topic.name and spec.groupId cannot be changed in place)",
 		c.what, c.queue.Namespace, c.queue.Name)
 }
 

@@ -133,6 +133,9 @@ const (
 	// EventTopicDeleted (Warning): a queue's pinned topic was deleted outside the operator; it
 	// is created again and its records are gone.
 	EventTopicDeleted = "TopicDeleted"
+	// EventDeadLetterTopicDeleted (Warning): a route's dead-letter topic was deleted outside
+	// the operator; records dead-lettered meanwhile are lost. The route recreates it.
+	EventDeadLetterTopicDeleted = "DeadLetterTopicDeleted"
 	// EventTopicDeletedByPolicy (Normal): the operator deleted a queue's topic because the
 	// ShareQueue was deleted with deletionPolicy Delete.
 	EventTopicDeletedByPolicy = "TopicDeletedByPolicy"

@@ -84,7 +84,27 @@ func (o *importOptions) run(cf *genericclioptions.ConfigFlags, stdout, stderr io
 	if err != nil {
 		return err
 	}
-	res, err := sqsimport.Convert(attrs, sqsimport.Options{Name: *name, Namespace: ns, Cluster: *cluster})
+	check := *cluster != "" && !*noCheck
+	opts := sqsimport.Options{Name: *name, Namespace: ns, Cluster: *cluster}
+	var c client.Client
+	var kc kqv1.KafkaCluster
+	ctx, cancel := context.WithTimeout(context.Background(), defaultPlanTimeout)
+	defer cancel()
+	if check {
+		// The cluster is read first: the dead-letter topic takes its brokers' prefix.
+		var defNS string
+		if c, defNS, err = newClient(cf); err != nil {
+			return err
+		}
+		if ns == "" {
+			ns = defNS
+		}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: *cluster}, &kc); err != nil {
+			return fmt.Errorf("reading KafkaCluster %s/%s: %w", ns, *cluster, err)
+		}
+		opts.DeadLetterPrefix = kc.Status.DeadLetterPrefix()
+	}
+	res, err := sqsimport.Convert(attrs, opts)
 	if err != nil {
 		return err
 	}
@@ -95,31 +115,59 @@ func (o *importOptions) run(cf *genericclioptions.ConfigFlags, stdout, stderr io
 	if _, err := stdout.Write(out); err != nil {
 		return err
 	}
-	if *cluster == "" || *noCheck {
+	if !check {
 		return nil
 	}
-	c, defNS, err := newClient(cf)
-	if err != nil {
-		return err
-	}
-	if ns == "" {
-		ns = defNS
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var kc kqv1.KafkaCluster
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: *cluster}, &kc); err != nil {
-		return fmt.Errorf("reading KafkaCluster %s/%s: %w", ns, *cluster, err)
-	}
 	problems := sqsimport.Check(res, kc.Status.ShareBounds)
+	problems = append(problems, planImport(ctx, c, ns, res)...)
 	if len(problems) == 0 {
-		fmt.Fprintf(stderr, "check: every value fits KafkaCluster %s/%s's bounds\n", ns, *cluster)
+		fmt.Fprintf(stderr, "check: every value fits KafkaCluster %s/%s's bounds, and planned against it the queue and its route would become Ready\n", ns, *cluster)
 		return nil
 	}
 	for _, p := range problems {
 		fmt.Fprintf(stderr, "check: %s\n", p)
 	}
-	return fmt.Errorf("%d value(s) would be refused by KafkaCluster %s/%s", len(problems), ns, *cluster)
+	return fmt.Errorf("%d problem(s) against KafkaCluster %s/%s", len(problems), ns, *cluster)
+}
+
+// planImport plans the imported queue and route against the live cluster as kqctl plan does
+// (the reconcilers' plans, the brokers validating the writes) and returns what would keep
+// either from becoming Ready there; bound violations are sqsimport.Check's.
+func planImport(ctx context.Context, c client.Client, ns string, res *sqsimport.Result) []string {
+	pv := controllers.NewPreviewer(c)
+	defer pv.Close()
+	sq := res.Queue.DeepCopy()
+	sq.Namespace = ns
+	var dlr *kqv1.DeadLetterRoute
+	if res.Route != nil {
+		dlr = res.Route.DeepCopy()
+		dlr.Namespace = ns
+		pv.ExpectRoute(dlr) // the queue is planned with its route (a reserved attempt)
+	}
+	var out []string
+	p, err := pv.Preview(ctx, sq)
+	if err != nil {
+		return append(out, fmt.Sprintf("ShareQueue %s cannot be planned: %v", sq.Name, err))
+	}
+	if p.Conflict != "" {
+		out = append(out, fmt.Sprintf("ShareQueue %s: %s", sq.Name, p.Conflict))
+	}
+	out = append(out, p.Refused...)
+	if dlr == nil {
+		return out
+	}
+	rp, err := pv.PreviewRoute(ctx, dlr)
+	switch {
+	case err != nil:
+		out = append(out, fmt.Sprintf("DeadLetterRoute %s cannot be planned: %v", dlr.Name, err))
+	case rp.Conflict != "":
+		out = append(out, fmt.Sprintf("DeadLetterRoute %s: %s", dlr.Name, rp.Conflict))
+	case len(rp.Refused) > 0:
+		out = append(out, rp.Refused...)
+	case !strings.HasPrefix(rp.Conditions[kqv1.ConditionRouteActive], "True/"):
+		out = append(out, fmt.Sprintf("DeadLetterRoute %s would not be active: RouteActive %s", dlr.Name, rp.Conditions[kqv1.ConditionRouteActive]))
+	}
+	return out
 }
 
 // queueRow is one line of kqctl status.

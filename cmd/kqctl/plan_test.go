@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
@@ -327,5 +328,45 @@ func TestPlanReportsAGroupOfAnotherType(t *testing.T) {
 	mustContain(t, s, "CONFLICT: group kq-billing-cg is a classic group")
 	if strings.Contains(s, "~ group kq-billing-cg") {
 		t.Errorf("plan writes to a classic group's config:\n%s", s)
+	}
+}
+
+// Issue 19 case 4: an import checked against a cluster gives manifests that become Ready
+// there. On this share.version 2 cluster the route resolves to BrokerNative, so the dead-letter
+// topic named after the SQS DLQ gets the brokers' prefix; the check plans queue and route and
+// passes; applied as written, both become Ready.
+func TestImportedManifestsBecomeReady(t *testing.T) {
+	skipShort(t)
+	var out, errOut bytes.Buffer
+	if err := runImportSQS([]string{"--kubeconfig", kubeconfig, "-f", "../../internal/sqsimport/testdata/standard.json", "--name", "kq-imported", "-n", "default", "--kafka-cluster", "local"}, &out, &errOut); err != nil {
+		t.Fatalf("import --kafka-cluster local: %v\n%s", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "name: dlq.orders-dlq") || !strings.Contains(errOut.String(), "would become Ready") {
+		t.Errorf("import output:\n%s\nstderr:\n%s", out.String(), errOut.String())
+	}
+	docs, bad := splitManifests(out.Bytes())
+	if len(bad) > 0 || len(docs) != 2 {
+		t.Fatalf("import wrote %d manifests (%v)", len(docs), bad)
+	}
+	ctx := context.Background()
+	for _, m := range docs {
+		if err := k8s.Create(ctx, m.obj); err != nil {
+			t.Fatal(err)
+		}
+		defer func(m *manifest) { _ = k8s.Delete(ctx, m.obj) }(m)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var sq kqv1.ShareQueue
+		var dlr kqv1.DeadLetterRoute
+		_ = k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "kq-imported"}, &sq)
+		_ = k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "kq-imported-dlq"}, &dlr)
+		if meta.IsStatusConditionTrue(sq.Status.Conditions, kqv1.ConditionReady) && meta.IsStatusConditionTrue(dlr.Status.Conditions, kqv1.ConditionReady) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("imported manifests not Ready: queue %+v\nroute %+v", sq.Status.Conditions, dlr.Status.Conditions)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }

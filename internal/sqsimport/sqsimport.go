@@ -81,6 +81,11 @@ type Options struct {
 	Name      string // ShareQueue name; default: from QueueArn, lower-cased and sanitised
 	Namespace string
 	Cluster   string // KafkaCluster name
+	// DeadLetterPrefix is the brokers' errors.deadletterqueue.topic.name.prefix (KIP-1191),
+	// which a dead-letter topic must start with for BrokerNative mode; default "dlq."
+	// (kqv1.DefaultDeadLetterTopicPrefix). The DLQ's SQS name gets it, so the route works in
+	// either mode (Auto picks BrokerNative on share.version 2 clusters).
+	DeadLetterPrefix string
 }
 
 // runtimeOnly are read-only statistics and identifiers with nothing to configure.
@@ -187,6 +192,13 @@ func Convert(attrs Attributes, opts Options) (*Result, error) {
 			if dlqName == "" {
 				dlqName = name + "-dlq"
 			}
+			prefix := opts.DeadLetterPrefix
+			if prefix == "" {
+				prefix = kqv1.DefaultDeadLetterTopicPrefix
+			}
+			if !strings.HasPrefix(dlqName, prefix) {
+				dlqName = prefix + dlqName
+			}
 			res.Route = &kqv1.DeadLetterRoute{
 				TypeMeta:   metav1.TypeMeta{APIVersion: kqv1.GroupVersion.String(), Kind: "DeadLetterRoute"},
 				ObjectMeta: metav1.ObjectMeta{Name: name + "-dlq", Namespace: opts.Namespace},
@@ -196,7 +208,7 @@ func Convert(attrs Attributes, opts Options) (*Result, error) {
 				},
 			}
 			res.Mapped = append(res.Mapped, Mapping{k + ".deadLetterTargetArn", rp.DeadLetterTargetArn, "DeadLetterRoute " + name + "-dlq",
-				fmt.Sprintf("dead records go to topic %s with the whole record (copyRecord: true, as SQS moves the message itself)", dlqName)})
+				fmt.Sprintf("dead records go to topic %s with the whole record (copyRecord: true, as SQS moves the message itself); the SQS name gets the brokers' dead-letter prefix %q, which BrokerNative mode requires (errors.deadletterqueue.topic.name.prefix, KIP-1191)", dlqName, prefix)})
 		default:
 			if why, ok := notRepresentable[k]; ok {
 				res.NotRepresentable = append(res.NotRepresentable, Mapping{Attribute: k, Value: v, Note: why})

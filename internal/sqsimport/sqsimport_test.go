@@ -78,7 +78,7 @@ func TestImportConversions(t *testing.T) {
 		q.Spec.Topic.Config["retention.ms"] != "345600000" || q.Spec.Topic.Config["max.message.bytes"] != "262144" {
 		t.Errorf("standard queue %+v", q.Spec)
 	}
-	if std.Route == nil || std.Route.Spec.Topic.Name != "orders-dlq" || std.Route.Spec.QueueRef.Name != "orders" {
+	if std.Route == nil || std.Route.Spec.Topic.Name != "dlq.orders-dlq" || std.Route.Spec.QueueRef.Name != "orders" {
 		t.Errorf("standard route %+v", std.Route)
 	}
 	notRep := map[string]bool{}

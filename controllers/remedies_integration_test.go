@@ -1,0 +1,102 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+)
+
+// Issue 19 case 4: a condition's advice is always something the API accepts. A route whose
+// spec.topic.name lacks the brokers' dead-letter prefix on a share.version 2 cluster is
+// TopicNamePrefixRequired; each remedy its message names is applied here and works, and the
+// edit it no longer suggests (changing spec.topic.name in place) is refused by the apiserver.
+func TestPrefixRemediesAreAccepted(t *testing.T) {
+	r := startRig(t)
+	ns := r.newNamespace(t)
+	r.newCluster(t, ns)
+	ctx := ctxFor(t)
+	for _, name := range []string{"orders", "payments", "refunds"} {
+		sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: kqv1.ShareQueueSpec{
+			ClusterRef: kqv1.ClusterReference{Name: "local"}, Topic: kqv1.QueueTopicSpec{Name: name + "-" + ns}}}
+		if err := r.k8s.Create(ctx, sq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	route := func(name, queue, topic string) *kqv1.DeadLetterRoute {
+		dlr := &kqv1.DeadLetterRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: kqv1.DeadLetterRouteSpec{
+			QueueRef: kqv1.QueueReference{Name: queue}, Topic: kqv1.DeadLetterTopicSpec{Name: topic}}}
+		if err := r.k8s.Create(ctx, dlr); err != nil {
+			t.Fatal(err)
+		}
+		return dlr
+	}
+	blocked := func(dlr *kqv1.DeadLetterRoute) string {
+		got := r.waitRoute(t, dlr, kqv1.ConditionRouteActive, metav1.ConditionFalse)
+		c := findCondition(got.Status.Conditions, kqv1.ConditionRouteActive)
+		if c.Reason != kqv1.ReasonTopicNamePrefixRequired {
+			t.Fatalf("%s: RouteActive %+v, want TopicNamePrefixRequired", dlr.Name, c)
+		}
+		for _, want := range []string{"set spec.mode: Republisher", `recreate this DeadLetterRoute with spec.topic.name "dlq.` + dlr.Spec.Topic.Name + `"`, "without spec.topic.name"} {
+			if !strings.Contains(c.Message, want) {
+				t.Errorf("%s: RouteActive message %q does not advise %q", dlr.Name, c.Message, want)
+			}
+		}
+		return c.Message
+	}
+
+	gone := func(dlr *kqv1.DeadLetterRoute) {
+		t.Helper()
+		if err := r.k8s.Delete(ctx, dlr); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, func() string {
+			if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(dlr), &kqv1.DeadLetterRoute{}); err == nil {
+				return "route " + dlr.Name + " still there"
+			}
+			return ""
+		})
+	}
+
+	// The edit the message does not suggest: spec.topic.name cannot change in place.
+	a := route("orders-dlq", "orders", "orders-dlq-"+ns)
+	blocked(a)
+	cur := &kqv1.DeadLetterRoute{}
+	if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(a), cur); err != nil {
+		t.Fatal(err)
+	}
+	renamed := cur.DeepCopy()
+	renamed.Spec.Topic.Name = "dlq." + cur.Spec.Topic.Name
+	if err := r.k8s.Update(ctx, renamed); err == nil || !strings.Contains(err.Error(), "topic.name is immutable") {
+		t.Errorf("changing spec.topic.name in place: %v, want the apiserver's refusal", err)
+	}
+	// Remedy 1: spec.mode: Republisher, in place.
+	patch := client.MergeFrom(cur.DeepCopy())
+	cur.Spec.Mode = kqv1.DeadLetterModeRepublisher
+	if err := r.k8s.Patch(ctx, cur, patch); err != nil {
+		t.Fatalf("remedy spec.mode: Republisher refused: %v", err)
+	}
+	r.waitRoute(t, a, kqv1.ConditionRouteActive, metav1.ConditionTrue)
+
+	// Remedy 2: recreate with the prefixed name.
+	b := route("payments-dlq", "payments", "payments-dlq-"+ns)
+	blocked(b)
+	gone(b)
+	b2 := route("payments-dlq", "payments", "dlq.payments-dlq-"+ns)
+	if got := r.waitRoute(t, b2, kqv1.ConditionRouteActive, metav1.ConditionTrue); got.Status.EffectiveMode != kqv1.DeadLetterModeBrokerNative {
+		t.Errorf("recreated with the prefix: mode %s, want BrokerNative", got.Status.EffectiveMode)
+	}
+
+	// Remedy 3: recreate without spec.topic.name (named <prefix><queue topic>).
+	c := route("refunds-dlq", "refunds", "refunds-dlq-"+ns)
+	blocked(c)
+	gone(c)
+	c2 := route("refunds-dlq", "refunds", "")
+	if got := r.waitRoute(t, c2, kqv1.ConditionRouteActive, metav1.ConditionTrue); got.Status.TopicName != "dlq.refunds-"+ns {
+		t.Errorf("recreated without a name: topic %s, want dlq.refunds-%s", got.Status.TopicName, ns)
+	}
+}
