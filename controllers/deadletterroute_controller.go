@@ -184,7 +184,38 @@ func (d *routeScope) readQueue(ctx context.Context) error {
 			d.mode = qm
 		}
 	}
+	// The route writes to the queue's group and names its topic after the queue's: only a
+	// queue that owns them may have an active route, or two queues' routes fight over one
+	// group's dead-letter configs. Queue status changes do not wake the route: look again.
+	switch pending, reason, conflict := queueOwnership(sq); {
+	case pending:
+		return &waitError{Reason: kqv1.ReasonQueueNotReady, After: 5 * time.Second,
+			Message: fmt.Sprintf("ShareQueue %s has not yet been checked for ownership of its topic and group at generation %d", sq.Name, sq.Generation)}
+	case conflict != "":
+		msg := fmt.Sprintf("ShareQueue %s does not own its topic or group, so this route writes nothing until it does: %s", sq.Name, conflict)
+		routeConflictStatus(&dlr.Status, reason, msg, d.gen)
+		return &stallError{Reason: reason, Message: msg, After: 30 * time.Second}
+	}
 	return nil
+}
+
+// queueOwnership reads a queue's ownership verdict from its status: pending until its
+// reconcile checked ownership at its current generation (Conflict condition); conflict is the
+// queue's Conflict message, and reason its reason (Conflict, GroupTypeConflict), when another
+// resource owns its topic or group (GroupConfigured False with that reason). A topic that a
+// Strimzi KafkaTopic manages leaves the group the queue's, so it is no conflict for the route.
+func queueOwnership(sq *kqv1.ShareQueue) (pending bool, reason, conflict string) {
+	c := findCondition(sq.Status.Conditions, kqv1.ConditionConflict)
+	if c == nil || c.ObservedGeneration != sq.Generation {
+		return true, "", ""
+	}
+	if c.Status != metav1.ConditionTrue {
+		return false, "", ""
+	}
+	if gc := findCondition(sq.Status.Conditions, kqv1.ConditionGroupConfigured); gc != nil && (gc.Reason == kqv1.ReasonConflict || gc.Reason == kqv1.ReasonGroupTypeConflict) {
+		return false, gc.Reason, c.Message
+	}
+	return false, "", ""
 }
 
 // connect reads the queue's KafkaCluster and takes its pooled Kafka client.

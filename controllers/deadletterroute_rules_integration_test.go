@@ -99,10 +99,13 @@ func TestDeadLetterRouteRules(t *testing.T) {
 		d.Spec.Mode = kqv1.DeadLetterModeRepublisher
 		d.Spec.Topic.Name = "other-" + ns
 	})
-	r.waitRoute(t, thief, kqv1.ConditionReady, metav1.ConditionFalse)
-	if why := reasonOf(thief, kqv1.ConditionTopicReady); !strings.HasPrefix(why, kqv1.ReasonConflict) || !strings.Contains(why, "ShareQueue "+ns+"/other") {
-		t.Errorf("route onto another queue's topic: TopicReady %s", why)
-	}
+	// (The route first waits, QueueNotReady, until its queue's ownership was checked.)
+	eventually(t, 30*time.Second, func() string {
+		if why := reasonOf(thief, kqv1.ConditionTopicReady); !strings.HasPrefix(why, kqv1.ReasonConflict) || !strings.Contains(why, "ShareQueue "+ns+"/other") {
+			return "route onto another queue's topic: TopicReady " + why
+		}
+		return ""
+	})
 	squatter := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "squatter"}, Spec: kqv1.ShareQueueSpec{
 		ClusterRef: kqv1.ClusterReference{Name: "local"}, Topic: kqv1.QueueTopicSpec{Name: "dlq.race-" + ns}, GroupID: "squatter-" + ns}}
 	if err := r.k8s.Create(ctx, squatter); err != nil {

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -51,6 +54,9 @@ type RoutePreview struct {
 	// Changes are the route's own Kafka writes; the queue's reserved attempt (Republisher
 	// mode) is the queue's change and is listed under the ShareQueue.
 	Changes []string
+	// QueueChanges are the writes the reconcile of a live queue not in the run makes once this
+	// route exists (its reserved attempt, in Republisher mode).
+	QueueChanges []string
 	// Conditions are the TopicReady and RouteActive verdicts once the route's and its queue's
 	// planned writes are made.
 	Conditions map[string]string
@@ -77,30 +83,47 @@ type ClusterPreview struct {
 // Previewer plans the manifests of one kqctl plan run (PreviewCluster, Preview, PreviewRoute),
 // with one Kafka client per KafkaCluster for all of them; Close releases the clients. It
 // reads the apiserver once per kind (ShareQueues, DeadLetterRoutes, Strimzi KafkaTopics, in
-// all namespaces, or the manifest's namespace when the caller may not list them all) with
-// the caller's own rights, and remembers what the run planned, so later manifests see earlier
-// ones: a queue sees its route, a route its queue, both their new KafkaCluster.
+// all namespaces, or the manifest's namespace when the caller may not list them all, which is
+// then reported as not checked) with the caller's own rights, and remembers what the run
+// planned, so later manifests see earlier ones: a queue sees its route, a route its queue,
+// both their new KafkaCluster and its Secrets. Tell it about the run's manifests first
+// (ExpectQueue, ExpectRoute, AddSecret, AddKafkaTopic, Refused) so ownership among new
+// objects is decided as the operator will decide it.
 type Previewer struct {
 	// Client reads the KafkaClusters, Secrets, ShareQueues, DeadLetterRoutes and KafkaTopics.
 	Client  client.Client
 	pool    *kafka.Pool
 	strimzi *strimziTopics
-	// claimed maps each (Kafka cluster, topic or group) planned so far in this run to the
-	// queue that named it first, so two new manifests naming one topic are a conflict too.
-	claimed map[string]string
+	// secrets are the Secret manifests of this run, by namespace/name, read before the
+	// apiserver's (a first install's credentials).
+	secrets map[string]*corev1.Secret
+	// refused are the run's manifests the apiserver refused ("Kind namespace/name").
+	refused map[string]bool
+	// expected are the run's new ShareQueues (ExpectQueue), for ownership among them.
+	expected []*kqv1.ShareQueue
 	// clusters are the KafkaCluster manifests planned in this run, with their probed status.
 	clusters map[string]*kqv1.KafkaCluster
 	// failed is the first connection or read failure of each KafkaCluster in this run: later
 	// manifests on it fail at once with that error instead of waiting out the timeout again.
 	failed map[string]error
-	// queues are the ShareQueues planned in this run, by namespace/name.
-	queues map[string]*plannedQueue
+	// queues are the ShareQueues planned in this run, by namespace/name; unplanned says why
+	// a queue of the run has no plan (its conflict, or the error).
+	queues    map[string]*plannedQueue
+	unplanned map[string]unplannedQueue
 	// routes are the DeadLetterRoute manifests of this run (ExpectRoute), by the queue they
-	// name (namespace/name), in file order.
+	// name (namespace/name).
 	routes map[string][]*kqv1.DeadLetterRoute
 
 	liveQueues map[string][]kqv1.ShareQueue // by namespace; "" for all namespaces
 	liveRoutes map[string][]kqv1.DeadLetterRoute
+	// narrowed notes the kinds listed in one namespace only (no right to list them all).
+	narrowed map[string]string
+}
+
+// unplannedQueue is why a queue of the run has no plan.
+type unplannedQueue struct {
+	conflict string // another resource owns its topic or group
+	err      error
 }
 
 // plannedQueue is a ShareQueue planned in this run.
@@ -115,9 +138,10 @@ var ErrClusterFailedBefore = errors.New("not retried in this run")
 
 // NewPreviewer returns a Previewer reading through c.
 func NewPreviewer(c client.Client) *Previewer {
-	return &Previewer{Client: c, pool: kafka.NewPool(), strimzi: newUncachedStrimziTopics(c), claimed: map[string]string{},
-		clusters: map[string]*kqv1.KafkaCluster{}, failed: map[string]error{}, queues: map[string]*plannedQueue{},
-		routes: map[string][]*kqv1.DeadLetterRoute{}, liveQueues: map[string][]kqv1.ShareQueue{}, liveRoutes: map[string][]kqv1.DeadLetterRoute{}}
+	return &Previewer{Client: c, pool: kafka.NewPool(), strimzi: newUncachedStrimziTopics(c), secrets: map[string]*corev1.Secret{},
+		refused: map[string]bool{}, clusters: map[string]*kqv1.KafkaCluster{}, failed: map[string]error{}, queues: map[string]*plannedQueue{},
+		unplanned: map[string]unplannedQueue{}, routes: map[string][]*kqv1.DeadLetterRoute{}, liveQueues: map[string][]kqv1.ShareQueue{},
+		liveRoutes: map[string][]kqv1.DeadLetterRoute{}, narrowed: map[string]string{}}
 }
 
 // Close closes the Kafka clients.
@@ -130,6 +154,46 @@ func PreviewQueue(ctx context.Context, c client.Client, sq *kqv1.ShareQueue) (*P
 	return p.Preview(ctx, sq)
 }
 
+// ExpectQueue tells the Previewer that sq is among the manifests, so ownership among the
+// run's new queues is decided as the operator will: created in the same second (one kubectl
+// apply), the first by namespace/name owns a topic or group they share. Call it for every
+// queue before planning.
+func (p *Previewer) ExpectQueue(sq *kqv1.ShareQueue) {
+	sq = sq.DeepCopy()
+	if sq.Namespace == "" {
+		sq.Namespace = "default"
+	}
+	// Created together: no timestamp yet (a dry run's is not real).
+	sq.CreationTimestamp, sq.UID = metav1.Time{}, ""
+	p.expected = append(p.expected, sq)
+}
+
+// AddSecret makes a Secret manifest of the run readable to PreviewCluster before the
+// apiserver's (a first install creates the cluster's credentials with it).
+func (p *Previewer) AddSecret(s *corev1.Secret) {
+	s = s.DeepCopy()
+	if s.Namespace == "" {
+		s.Namespace = "default"
+	}
+	for k, v := range s.StringData {
+		if s.Data == nil {
+			s.Data = map[string][]byte{}
+		}
+		s.Data[k] = []byte(v)
+	}
+	p.secrets[s.Namespace+"/"+s.Name] = s
+}
+
+// AddKafkaTopic counts a Strimzi KafkaTopic manifest of the run among the live ones, so a
+// queue naming its topic is planned in Conflict as it will be once both are applied.
+func (p *Previewer) AddKafkaTopic(kt *unstructured.Unstructured) {
+	p.strimzi.extra = append(p.strimzi.extra, *kt.DeepCopy())
+}
+
+// Refused records a manifest of the run that the apiserver refused (kind, namespace, name),
+// so what names it is told why it is missing.
+func (p *Previewer) Refused(kind, ns, name string) { p.refused[kind+" "+ns+"/"+name] = true }
+
 // ExpectRoute tells the Previewer that dlr is among the manifests, so its queue is planned
 // with the route in place (Republisher mode reserves an attempt). Call it for every route
 // before planning the queues.
@@ -138,6 +202,8 @@ func (p *Previewer) ExpectRoute(dlr *kqv1.DeadLetterRoute) {
 		dlr.Namespace = "default"
 	}
 	k := dlr.Namespace + "/" + dlr.Spec.QueueRef.Name
+	dlr = dlr.DeepCopy()
+	dlr.CreationTimestamp, dlr.UID, dlr.Status = metav1.Time{}, "", kqv1.DeadLetterRouteStatus{}
 	p.routes[k] = append(p.routes[k], dlr)
 }
 
@@ -154,7 +220,7 @@ func (p *Previewer) PreviewCluster(ctx context.Context, kc *kqv1.KafkaCluster) (
 	if err := p.failed[key]; err != nil {
 		return nil, err
 	}
-	cl, err := clientFor(ctx, p.Client, p.pool, kc)
+	cl, err := clientFor(ctx, secretOverlay{p.Client, p.secrets}, p.pool, kc)
 	if err != nil {
 		return nil, p.fail(key, err)
 	}
@@ -199,8 +265,24 @@ func (p *Previewer) PreviewCluster(ctx context.Context, kc *kqv1.KafkaCluster) (
 
 // fail records err as cluster key's failure in this run and returns it.
 func (p *Previewer) fail(key string, err error) error {
-	p.failed[key] = fmt.Errorf("%w (%w)", err, ErrClusterFailedBefore)
+	p.failed[key] = fmt.Errorf("KafkaCluster %s failed earlier in this run: %w (%w)", key, err, ErrClusterFailedBefore)
 	return err
+}
+
+// secretOverlay reads the run's Secret manifests before the apiserver's.
+type secretOverlay struct {
+	client.Reader
+	secrets map[string]*corev1.Secret
+}
+
+func (o secretOverlay) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if s, ok := obj.(*corev1.Secret); ok {
+		if m := o.secrets[key.Namespace+"/"+key.Name]; m != nil {
+			m.DeepCopyInto(s)
+			return nil
+		}
+	}
+	return o.Reader.Get(ctx, key, obj, opts...)
 }
 
 // cluster returns KafkaCluster ns/name, as planned earlier in this run or from the apiserver,
@@ -215,12 +297,15 @@ func (p *Previewer) cluster(ctx context.Context, ns, name string) (*kqv1.KafkaCl
 		kc = &kqv1.KafkaCluster{}
 		if err := p.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, kc); err != nil {
 			if apierrors.IsNotFound(err) {
+				if p.refused["KafkaCluster "+key] {
+					return nil, nil, fmt.Errorf("KafkaCluster %s is in these manifests but the apiserver refused it (above)", key)
+				}
 				return nil, nil, fmt.Errorf("KafkaCluster %s does not exist and is not in these manifests", key)
 			}
 			return nil, nil, fmt.Errorf("reading KafkaCluster %s: %w", key, err)
 		}
 	}
-	cl, err := pooledClientFor(ctx, p.Client, p.pool, kc)
+	cl, err := pooledClientFor(ctx, secretOverlay{p.Client, p.secrets}, p.pool, kc)
 	if err != nil {
 		return nil, nil, p.fail(key, fmt.Errorf("KafkaCluster %s: %w", key, err))
 	}
@@ -230,17 +315,32 @@ func (p *Previewer) cluster(ctx context.Context, ns, name string) (*kqv1.KafkaCl
 // listQueues returns the live ShareQueues the caller can list: in all namespaces, else in ns.
 // Each list is read once per run.
 func (p *Previewer) listQueues(ctx context.Context, ns string) ([]kqv1.ShareQueue, error) {
-	return listOnce(ctx, p.Client, p.liveQueues, ns, "ShareQueues", &kqv1.ShareQueueList{}, func(l *kqv1.ShareQueueList) []kqv1.ShareQueue { return l.Items })
+	return listOnce(ctx, p.Client, p.liveQueues, p.narrowed, ns, "ShareQueues", &kqv1.ShareQueueList{}, func(l *kqv1.ShareQueueList) []kqv1.ShareQueue { return l.Items })
 }
 
 // listRoutes is listQueues for DeadLetterRoutes.
 func (p *Previewer) listRoutes(ctx context.Context, ns string) ([]kqv1.DeadLetterRoute, error) {
-	return listOnce(ctx, p.Client, p.liveRoutes, ns, "DeadLetterRoutes", &kqv1.DeadLetterRouteList{}, func(l *kqv1.DeadLetterRouteList) []kqv1.DeadLetterRoute { return l.Items })
+	return listOnce(ctx, p.Client, p.liveRoutes, p.narrowed, ns, "DeadLetterRoutes", &kqv1.DeadLetterRouteList{}, func(l *kqv1.DeadLetterRouteList) []kqv1.DeadLetterRoute { return l.Items })
 }
 
-// listOnce lists list's kind in all namespaces, or in ns when that is Forbidden, keeping the
-// items in memo (key "" for all namespaces) so each is read once per run.
-func listOnce[L client.ObjectList, T any](ctx context.Context, c client.Reader, memo map[string][]T, ns, what string, list L, items func(L) []T) ([]T, error) {
+// narrowedNote says which ownership checks saw one namespace only ("" when none).
+func (p *Previewer) narrowedNote(ns string) string {
+	var kinds []string
+	for _, what := range []string{"ShareQueues", "DeadLetterRoutes"} {
+		if _, ok := p.narrowed[what+"\x00"+ns]; ok {
+			kinds = append(kinds, what)
+		}
+	}
+	if len(kinds) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("you may not list %s in all namespaces: ownership was checked against those in namespace %s only", strings.Join(kinds, " and "), ns)
+}
+
+// listOnce lists list's kind in all namespaces, or in ns when that is Forbidden (noted in
+// narrowed[what]), keeping the items in memo (key "" for all namespaces) so each is read once
+// per run.
+func listOnce[L client.ObjectList, T any](ctx context.Context, c client.Reader, memo map[string][]T, narrowed map[string]string, ns, what string, list L, items func(L) []T) ([]T, error) {
 	if all, ok := memo[""]; ok {
 		return all, nil
 	}
@@ -251,6 +351,7 @@ func listOnce[L client.ObjectList, T any](ctx context.Context, c client.Reader, 
 	key := ""
 	if apierrors.IsForbidden(err) {
 		key, err = ns, c.List(ctx, list, client.InNamespace(ns))
+		narrowed[what+"\x00"+ns] = ns
 	}
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", what, err)
@@ -276,10 +377,24 @@ func (p *Previewer) Preview(ctx context.Context, sq *kqv1.ShareQueue) (*Preview,
 		sq.Status = live.Status
 		sq.UID, sq.CreationTimestamp = live.UID, live.CreationTimestamp
 	} else {
-		// Not created yet (a dry run's uid and timestamp are not real): younger than any
-		// existing queue.
-		sq.UID, sq.CreationTimestamp = "", metav1.Time{}
+		// Not created yet (a dry run's uid, timestamp and status are not real): younger than
+		// any existing queue, with nothing observed.
+		sq.UID, sq.CreationTimestamp, sq.Status = "", metav1.Time{}, kqv1.ShareQueueStatus{}
 	}
+	queueKey := sq.Namespace + "/" + sq.Name
+	out, err := p.preview(ctx, sq)
+	switch {
+	case err != nil:
+		p.unplanned[queueKey] = unplannedQueue{err: err}
+	case out.Conflict != "" && p.queues[queueKey] == nil:
+		p.unplanned[queueKey] = unplannedQueue{conflict: out.Conflict}
+	}
+	return out, err
+}
+
+// preview is Preview once the live object was read.
+func (p *Previewer) preview(ctx context.Context, sq *kqv1.ShareQueue) (*Preview, error) {
+	c := p.Client
 	kc, cl, err := p.cluster(ctx, sq.Namespace, sq.Spec.ClusterRef.Name)
 	if err != nil {
 		return nil, fmt.Errorf("spec.clusterRef.name %q: %w", sq.Spec.ClusterRef.Name, err)
@@ -297,21 +412,23 @@ func (p *Previewer) Preview(ctx context.Context, sq *kqv1.ShareQueue) (*Preview,
 	} else if owner := ownerOf(sq, others); owner != nil {
 		out.Conflict = conflictMessage(owner)
 	}
-	// Within one run, a new queue naming what an earlier manifest named would be created
-	// after it, and so lose.
-	cluster := "KafkaCluster " + kc.Namespace + "/" + kc.Name
-	if kc.Status.ClusterID != "" {
-		cluster = "cluster id " + kc.Status.ClusterID
-	}
-	for _, k := range claimKeys {
-		key := cluster + "\x00" + k.what + " " + k.of(sq)
-		first, seen := p.claimed[key]
-		switch {
-		case !seen:
-			p.claimed[key] = out.Queue
-		case first != out.Queue && out.Conflict == "" && sq.CreationTimestamp.IsZero():
-			out.Conflict = fmt.Sprintf("%s %s on this Kafka cluster is also named by ShareQueue %s earlier in these manifests; applied together, that one is created first and owns it, and this one makes no Kafka change",
-				k.what, k.of(sq), first)
+	// Among the run's new queues naming the same topic or group, created together (in the
+	// same second, as one kubectl apply does), the first by namespace/name owns it (older()).
+	if out.Conflict == "" && sq.CreationTimestamp.IsZero() {
+		liveKeys := map[string]bool{}
+		for _, o := range all {
+			liveKeys[o.Namespace+"/"+o.Name] = true
+		}
+		for _, k := range claimKeys {
+			for _, o := range p.expected {
+				if key := o.Namespace + "/" + o.Name; key == out.Queue || liveKeys[key] || k.of(o) != k.of(sq) || !p.sameClusterAs(ctx, kc, o) || !older(o, sq) {
+					continue
+				}
+				if out.Conflict == "" {
+					out.Conflict = fmt.Sprintf("%s %s on this Kafka cluster is also named by ShareQueue %s/%s in these manifests; applied together (created in the same second) the operator gives it to the first by namespace/name, that one, and this one makes no Kafka change",
+						k.what, k.of(sq), o.Namespace, o.Name)
+				}
+			}
 		}
 	}
 	if out.Conflict == "" {
@@ -347,7 +464,9 @@ func (p *Previewer) Preview(ctx context.Context, sq *kqv1.ShareQueue) (*Preview,
 		err = withAuthError(cl, err)
 		return nil, p.fail(clusterKey(kc), fmt.Errorf("KafkaCluster %s: reading topic %s / group %s: %w", clusterKey(kc), sq.Status.TopicName, sq.Status.GroupID, err))
 	}
-	obs.ReserveLastAttempt = p.republisherRoute(sq, kc)
+	if obs.ReserveLastAttempt, err = p.republisherRoute(ctx, sq, kc); err != nil {
+		return nil, err
+	}
 	plan := planQueue(sq, obs)
 	if strimziOwned != "" {
 		yieldTopic(&plan, obs, strimziOwned)
@@ -377,6 +496,9 @@ func (p *Previewer) Preview(ctx context.Context, sq *kqv1.ShareQueue) (*Preview,
 		}
 		p.queues[out.Queue] = &plannedQueue{sq: sq, plan: plan}
 	}
+	if note := p.narrowedNote(sq.Namespace); note != "" {
+		out.Unchecked = joinNote(out.Unchecked, note)
+	}
 	out.Changes = plan.Changes()
 	if out.Conflict != "" && strimziOwned == "" {
 		// Owned elsewhere: the reconciler writes nothing (conflictStatus).
@@ -391,15 +513,50 @@ func (p *Previewer) Preview(ctx context.Context, sq *kqv1.ShareQueue) (*Preview,
 	return out, nil
 }
 
-// republisherRoute reports whether sq's delivery limit reserves the republisher's attempt:
-// its live status says its route is in Republisher mode, or the first route of this run
-// naming it resolves to Republisher on kc.
-func (p *Previewer) republisherRoute(sq *kqv1.ShareQueue, kc *kqv1.KafkaCluster) bool {
-	if routes := p.routes[sq.Namespace+"/"+sq.Name]; len(routes) > 0 {
-		mode, _ := resolveDeadLetterMode(routes[0].Spec.Mode, kc.Status)
-		return mode == kqv1.DeadLetterModeRepublisher
+// sameClusterAs reports whether queue o's KafkaCluster is kc's Kafka cluster: the same
+// object, or one with the same cluster id (planned in this run or live).
+func (p *Previewer) sameClusterAs(ctx context.Context, kc *kqv1.KafkaCluster, o *kqv1.ShareQueue) bool {
+	if o.Namespace == kc.Namespace && o.Spec.ClusterRef.Name == kc.Name {
+		return true
 	}
-	return sq.Status.DeadLetter != nil && sq.Status.DeadLetter.Mode == kqv1.DeadLetterModeRepublisher
+	if other := p.clusters[o.Namespace+"/"+o.Spec.ClusterRef.Name]; other != nil {
+		return kc.Status.ClusterID != "" && other.Status.ClusterID == kc.Status.ClusterID
+	}
+	return sameKafka(ctx, p.Client, kc, o.Namespace, o.Spec.ClusterRef.Name)
+}
+
+// owningRoute is the route that will own queue ns/name once the run is applied: the live
+// owner (kqv1.OwningRoute), else the owner among the run's new routes (created together, the
+// first by name); nil when none names it.
+func (p *Previewer) owningRoute(ctx context.Context, ns, name string) (*kqv1.DeadLetterRoute, error) {
+	live, err := p.listRoutes(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	var naming []kqv1.DeadLetterRoute
+	for _, r := range live {
+		if r.Namespace == ns && r.Spec.QueueRef.Name == name {
+			naming = append(naming, r)
+		}
+	}
+	if owner := kqv1.OwningRoute(naming); owner != nil {
+		return owner, nil
+	}
+	for _, r := range p.routes[ns+"/"+name] {
+		naming = append(naming, *r)
+	}
+	return kqv1.OwningRoute(naming), nil
+}
+
+// republisherRoute reports whether sq's delivery limit reserves the republisher's attempt:
+// the route that will own it resolves to Republisher mode on kc.
+func (p *Previewer) republisherRoute(ctx context.Context, sq *kqv1.ShareQueue, kc *kqv1.KafkaCluster) (bool, error) {
+	owner, err := p.owningRoute(ctx, sq.Namespace, sq.Name)
+	if err != nil || owner == nil {
+		return false, err
+	}
+	mode, _ := resolveDeadLetterMode(owner.Spec.Mode, kc.Status)
+	return mode == kqv1.DeadLetterModeRepublisher, nil
 }
 
 // PreviewRoute plans a DeadLetterRoute manifest (or the object a server-side dry run
@@ -417,41 +574,61 @@ func (p *Previewer) PreviewRoute(ctx context.Context, dlr *kqv1.DeadLetterRoute)
 		dlr.Status = live.Status
 		dlr.UID, dlr.CreationTimestamp = live.UID, live.CreationTimestamp
 	} else {
-		dlr.UID, dlr.CreationTimestamp = "", metav1.Time{}
+		dlr.UID, dlr.CreationTimestamp, dlr.Status = "", metav1.Time{}, kqv1.DeadLetterRouteStatus{}
 	}
 	queueKey := dlr.Namespace + "/" + dlr.Spec.QueueRef.Name
 	out := &RoutePreview{Route: dlr.Namespace + "/" + dlr.Name, Queue: queueKey, Conditions: map[string]string{}}
 
-	// One route per queue: the oldest live one owns it, then the first of this run.
-	routes, err := p.listRoutes(ctx, dlr.Namespace)
+	// One route per queue: the live owner keeps it; among new routes created together, the
+	// first by name (kqv1.OwningRoute).
+	owner, err := p.owningRoute(ctx, dlr.Namespace, dlr.Spec.QueueRef.Name)
 	if err != nil {
 		return nil, err
 	}
-	var naming []kqv1.DeadLetterRoute
-	for _, r := range routes {
-		if r.Namespace == dlr.Namespace && r.Spec.QueueRef.Name == dlr.Spec.QueueRef.Name {
-			naming = append(naming, r)
-		}
-	}
-	if owner := kqv1.OwningRoute(naming); owner != nil && owner.Name != dlr.Name {
-		out.Conflict = fmt.Sprintf("ShareQueue %s already has DeadLetterRoute %s (created %s); a queue has one route, so this one writes nothing", dlr.Spec.QueueRef.Name, owner.Name, owner.CreationTimestamp.UTC().Format("2006-01-02T15:04:05Z"))
-	} else if owner == nil {
-		if run := p.routes[queueKey]; len(run) > 0 && run[0].Name != dlr.Name {
-			out.Conflict = fmt.Sprintf("ShareQueue %s is also named by DeadLetterRoute %s earlier in these manifests; a queue has one route: applied together, that one is created first and owns it, and this one writes nothing", dlr.Spec.QueueRef.Name, run[0].Name)
+	if owner != nil && owner.Name != dlr.Name {
+		if owner.CreationTimestamp.IsZero() {
+			out.Conflict = fmt.Sprintf("ShareQueue %s is also named by DeadLetterRoute %s in these manifests; a queue has one route: applied together (created in the same second) the first by name owns it, that one, and this one writes nothing", dlr.Spec.QueueRef.Name, owner.Name)
+		} else {
+			out.Conflict = fmt.Sprintf("ShareQueue %s already has DeadLetterRoute %s (created %s); a queue has one route, so this one writes nothing", dlr.Spec.QueueRef.Name, owner.Name, owner.CreationTimestamp.UTC().Format("2006-01-02T15:04:05Z"))
 		}
 	}
 
+	// The source queue: planned in this run, else live (planned here too, for the writes its
+	// reconcile makes for this route, such as the reserved attempt).
 	var sq *kqv1.ShareQueue
 	var queuePlanned *queuePlan
 	if pq := p.queues[queueKey]; pq != nil {
 		sq, queuePlanned = pq.sq, &pq.plan
+	} else if why, ok := p.unplanned[queueKey]; ok {
+		if why.err != nil {
+			return nil, fmt.Errorf("spec.queueRef.name: ShareQueue %s could not be planned: %w", queueKey, why.err)
+		}
+		out.Conflict = joinNote(out.Conflict, fmt.Sprintf("ShareQueue %s does not own its topic or group, so this route writes nothing until it does: %s", dlr.Spec.QueueRef.Name, why.conflict))
+		return out, nil
 	} else {
 		sq = &kqv1.ShareQueue{}
 		if err := c.Get(ctx, types.NamespacedName{Namespace: dlr.Namespace, Name: dlr.Spec.QueueRef.Name}, sq); err != nil {
 			if apierrors.IsNotFound(err) {
-				return nil, fmt.Errorf("spec.queueRef.name: ShareQueue %s does not exist and is not planned in these manifests (one in Conflict is not planned)", queueKey)
+				if p.refused["ShareQueue "+queueKey] {
+					return nil, fmt.Errorf("spec.queueRef.name: ShareQueue %s is in these manifests but the apiserver refused it (above)", queueKey)
+				}
+				return nil, fmt.Errorf("spec.queueRef.name: ShareQueue %s does not exist and is not in these manifests", queueKey)
 			}
 			return nil, fmt.Errorf("reading ShareQueue %s: %w", queueKey, err)
+		}
+		if _, _, conflict := queueOwnership(sq); conflict != "" {
+			out.Conflict = joinNote(out.Conflict, fmt.Sprintf("ShareQueue %s does not own its topic or group, so this route writes nothing until it does: %s", sq.Name, conflict))
+			return out, nil
+		}
+		if out.Conflict == "" {
+			qp, err := p.Preview(ctx, sq.DeepCopy())
+			if err != nil {
+				return nil, fmt.Errorf("spec.queueRef.name: ShareQueue %s could not be planned: %w", queueKey, err)
+			}
+			if pq := p.queues[queueKey]; pq != nil {
+				queuePlanned = &pq.plan
+				out.QueueChanges = qp.Changes
+			}
 		}
 	}
 	kc, cl, err := p.cluster(ctx, sq.Namespace, sq.Spec.ClusterRef.Name)

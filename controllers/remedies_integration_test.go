@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
 )
 
 // Issue 19 case 4: a condition's advice is always something the API accepts. A route whose
@@ -36,11 +38,17 @@ func TestPrefixRemediesAreAccepted(t *testing.T) {
 		return dlr
 	}
 	blocked := func(dlr *kqv1.DeadLetterRoute) string {
-		got := r.waitRoute(t, dlr, kqv1.ConditionRouteActive, metav1.ConditionFalse)
-		c := findCondition(got.Status.Conditions, kqv1.ConditionRouteActive)
-		if c.Reason != kqv1.ReasonTopicNamePrefixRequired {
-			t.Fatalf("%s: RouteActive %+v, want TopicNamePrefixRequired", dlr.Name, c)
-		}
+		var c *metav1.Condition
+		eventually(t, 30*time.Second, func() string {
+			got := &kqv1.DeadLetterRoute{}
+			if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(dlr), got); err != nil {
+				return err.Error()
+			}
+			if c = findCondition(got.Status.Conditions, kqv1.ConditionRouteActive); c == nil || c.Reason != kqv1.ReasonTopicNamePrefixRequired {
+				return fmt.Sprintf("%s: RouteActive %+v, want TopicNamePrefixRequired", dlr.Name, c)
+			}
+			return ""
+		})
 		for _, want := range []string{"set spec.mode: Republisher", `recreate this DeadLetterRoute with spec.topic.name "dlq.` + dlr.Spec.Topic.Name + `"`, "without spec.topic.name"} {
 			if !strings.Contains(c.Message, want) {
 				t.Errorf("%s: RouteActive message %q does not advise %q", dlr.Name, c.Message, want)
@@ -98,5 +106,55 @@ func TestPrefixRemediesAreAccepted(t *testing.T) {
 	c2 := route("refunds-dlq", "refunds", "")
 	if got := r.waitRoute(t, c2, kqv1.ConditionRouteActive, metav1.ConditionTrue); got.Status.TopicName != "dlq.refunds-"+ns {
 		t.Errorf("recreated without a name: topic %s, want dlq.refunds-%s", got.Status.TopicName, ns)
+	}
+}
+
+// A route acts on its queue's group: a queue in Conflict over its group (another queue owns
+// it) gets a route in Conflict that writes nothing, so the owner's dead-letter configs stay
+// its own route's. Found by the adversarial round on kqctl plan: the second route rewrote
+// errors.deadletterqueue.topic.name of the owner's group every minute.
+func TestRouteOfAQueueInConflictWritesNothing(t *testing.T) {
+	r := startRig(t)
+	ns := r.newNamespace(t)
+	r.newCluster(t, ns)
+	ctx := ctxFor(t)
+	group := "shared-" + ns
+	owner := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owner"}, Spec: kqv1.ShareQueueSpec{
+		ClusterRef: kqv1.ClusterReference{Name: "local"}, GroupID: group, Topic: kqv1.QueueTopicSpec{Name: "owner-" + ns}}}
+	if err := r.k8s.Create(ctx, owner); err != nil {
+		t.Fatal(err)
+	}
+	r.waitQueue(t, owner, kqv1.ConditionReady, metav1.ConditionTrue)
+	ownerRoute := &kqv1.DeadLetterRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owner-dlq"}, Spec: kqv1.DeadLetterRouteSpec{QueueRef: kqv1.QueueReference{Name: "owner"}}}
+	if err := r.k8s.Create(ctx, ownerRoute); err != nil {
+		t.Fatal(err)
+	}
+	r.waitRoute(t, ownerRoute, kqv1.ConditionRouteActive, metav1.ConditionTrue)
+
+	intruder := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "intruder"}, Spec: kqv1.ShareQueueSpec{
+		ClusterRef: kqv1.ClusterReference{Name: "local"}, GroupID: group, Topic: kqv1.QueueTopicSpec{Name: "intruder-" + ns}}}
+	if err := r.k8s.Create(ctx, intruder); err != nil {
+		t.Fatal(err)
+	}
+	intruderRoute := &kqv1.DeadLetterRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "intruder-dlq"}, Spec: kqv1.DeadLetterRouteSpec{QueueRef: kqv1.QueueReference{Name: "intruder"}}}
+	if err := r.k8s.Create(ctx, intruderRoute); err != nil {
+		t.Fatal(err)
+	}
+	got := r.waitRoute(t, intruderRoute, kqv1.ConditionConflict, metav1.ConditionTrue)
+	if c := findCondition(got.Status.Conditions, kqv1.ConditionRouteActive); c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "ShareQueue intruder does not own its topic or group") {
+		t.Errorf("intruder's route RouteActive %+v, want False naming the queue's conflict", c)
+	}
+	// Over a few topic checks and reconciles, the owner's group keeps its own route's topic.
+	for i := 0; i < 6; i++ {
+		waitConfig(t, r.admin, kafka.ResourceKey{Type: kafka.GroupResource, Name: group}, dlqTopicNameConfig, func(e kafka.ConfigEntry) string {
+			if e.Value != "dlq.owner-"+ns {
+				return "group " + group + " " + dlqTopicNameConfig + "=" + e.Value + ", want dlq.owner-" + ns
+			}
+			return ""
+		})
+		time.Sleep(time.Second)
+	}
+	if ts, err := r.admin.DescribeTopics(ctx, "dlq.intruder-"+ns); err != nil || !kafka.IsNotFound(ts["dlq.intruder-"+ns].Err) {
+		t.Errorf("the intruder's route created its dead-letter topic: %v %+v", err, ts)
 	}
 }

@@ -72,6 +72,9 @@ type strimziTopics struct {
 	topicGVK schema.GroupVersionKind // empty until the CRD is found and watched
 	// all is every KafkaTopic, listed once, when there is no index (topicsNaming).
 	all []unstructured.Unstructured
+	// extra are KafkaTopics not yet in the apiserver (kqctl plan: the run's manifests),
+	// counted with the listed ones.
+	extra []unstructured.Unstructured
 }
 
 // newUncachedStrimziTopics returns a strimziTopics reading the apiserver directly through c,
@@ -214,7 +217,7 @@ func (s *strimziTopics) topicsNaming(ctx context.Context, gvk schema.GroupVersio
 			s.all = []unstructured.Unstructured{}
 		}
 	}
-	return s.all, nil
+	return append(s.all[:len(s.all):len(s.all)], s.extra...), nil
 }
 
 // kafkaTopicNameOf is the Kafka topic a KafkaTopic manages: status.topicName (what the topic

@@ -57,6 +57,9 @@ const (
 	// ReasonQueueNotFound: the ShareQueue a DeadLetterRoute names (spec.queueRef.name) does
 	// not exist.
 	ReasonQueueNotFound = "QueueNotFound"
+	// ReasonQueueNotReady: the ShareQueue a DeadLetterRoute names has not yet been checked
+	// for ownership of its topic and group (a wait).
+	ReasonQueueNotReady = "QueueNotReady"
 	// ReasonModeUnsupported: DeadLetterRoute spec.mode BrokerNative on a cluster below
 	// share.version 2 (KIP-1191).
 	ReasonModeUnsupported = "ModeUnsupported"

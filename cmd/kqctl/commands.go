@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"sort"
 	"strconv"
@@ -19,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,6 +45,11 @@ func newClient(cf *genericclioptions.ConfigFlags) (client.Client, string, error)
 	}
 	if ns == "" {
 		ns = "default"
+	}
+	// client-go's default of 5 requests/s made a 1,000-queue plan take minutes; kubectl's
+	// discovery uses 50/300.
+	if cfg.QPS == 0 {
+		cfg.QPS, cfg.Burst = 50, 100
 	}
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
@@ -353,14 +361,18 @@ type manifest struct {
 
 // planRun is one kqctl plan: the manifests, the client, the counts and the progress line.
 type planRun struct {
-	c              client.Client
-	pv             *controllers.Previewer
-	ns             string
+	c  client.Client
+	pv *controllers.Previewer
+	ns string
+	// explicitNS is -n when given: a manifest in another namespace is refused, as kubectl does.
+	explicitNS     string
 	timeout        time.Duration
 	stdout, stderr io.Writer
 	n              planCounts
-	total, done    int
-	start, last    time.Time
+	// phase, total and done drive the progress line of the current phase.
+	phase       string
+	total, done int
+	start, last time.Time
 }
 
 func (o *planOptions) run(cf *genericclioptions.ConfigFlags, stdout, stderr io.Writer) error {
@@ -394,7 +406,8 @@ func (o *planOptions) run(cf *genericclioptions.ConfigFlags, stdout, stderr io.W
 	// One Kafka client per KafkaCluster for the whole run.
 	pv := controllers.NewPreviewer(c)
 	defer pv.Close()
-	r := &planRun{c: c, pv: pv, ns: ns, timeout: timeout, stdout: stdout, stderr: stderr, total: len(docs) + len(bad), start: time.Now(), last: time.Now()}
+	r := &planRun{c: c, pv: pv, ns: ns, explicitNS: *cf.Namespace, timeout: timeout, stdout: stdout, stderr: stderr,
+		phase: "checked by the apiserver", total: len(docs) + len(bad), start: time.Now(), last: time.Now()}
 	source := o.file
 	if source == "-" {
 		source = "stdin"
@@ -411,7 +424,10 @@ func (o *planOptions) run(cf *genericclioptions.ConfigFlags, stdout, stderr io.W
 	created := map[string]bool{} // namespaces these manifests create
 	var clusters, queues, routes []*manifest
 	for _, m := range docs {
-		if !r.dryRun(m, created) {
+		accepted := r.dryRun(m, created)
+		r.progress()
+		if !accepted {
+			pv.Refused(m.obj.GetKind(), m.obj.GetNamespace(), m.obj.GetName())
 			continue
 		}
 		switch gk := m.obj.GroupVersionKind().GroupKind(); {
@@ -422,8 +438,16 @@ func (o *planOptions) run(cf *genericclioptions.ConfigFlags, stdout, stderr io.W
 		case gk == kqv1.GroupVersion.WithKind("DeadLetterRoute").GroupKind():
 			routes = append(routes, m)
 		default:
+			switch gk {
+			case corev1.SchemeGroupVersion.WithKind("Secret").GroupKind():
+				var sec corev1.Secret
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m.obj.Object, &sec); err == nil {
+					pv.AddSecret(&sec) // a first install's credentials
+				}
+			case schema.GroupKind{Group: "kafka.strimzi.io", Kind: "KafkaTopic"}:
+				pv.AddKafkaTopic(m.obj)
+			}
 			fmt.Fprintf(stdout, "%s: accepted by the apiserver (server-side dry run)\n\n", m.name)
-			r.progress()
 		}
 	}
 	typed := make(map[*manifest]client.Object, len(clusters)+len(queues)+len(routes))
@@ -440,12 +464,17 @@ func (o *planOptions) run(cf *genericclioptions.ConfigFlags, stdout, stderr io.W
 				continue
 			}
 			typed[m] = obj
-			if dlr, ok := obj.(*kqv1.DeadLetterRoute); ok {
-				pv.ExpectRoute(dlr)
+			switch o := obj.(type) {
+			case *kqv1.DeadLetterRoute:
+				pv.ExpectRoute(o)
+			case *kqv1.ShareQueue:
+				pv.ExpectQueue(o)
 			}
 		}
 	}
-	for _, m := range append(append(clusters, queues...), routes...) {
+	planned := append(append(clusters, queues...), routes...)
+	r.phase, r.total, r.done, r.last = "planned", len(planned), 0, time.Now()
+	for _, m := range planned {
 		if obj, ok := typed[m]; ok {
 			r.planOne(m, obj)
 		}
@@ -470,27 +499,47 @@ func (o *planOptions) run(cf *genericclioptions.ConfigFlags, stdout, stderr io.W
 	return nil
 }
 
-// requestTimeout is --request-timeout as a Duration (kubectl's rules: a bare number is
-// seconds, 0 means none), else defaultPlanTimeout.
+// requestTimeout is --request-timeout as the bound of one manifest's planning: kubectl's
+// syntax (a bare number is seconds), defaultPlanTimeout when the flag is not given, and no
+// bound for zero (as in kubectl; each Kafka request still gives up after the client's own
+// retry timeout). A negative or malformed value is an error.
 func requestTimeout(cf *genericclioptions.ConfigFlags) (time.Duration, error) {
-	if cf.Timeout == nil || *cf.Timeout == "" || *cf.Timeout == "0" {
+	if cf.Timeout == nil || *cf.Timeout == "" {
 		return defaultPlanTimeout, nil
 	}
 	v := *cf.Timeout
-	if d, err := time.ParseDuration(v); err == nil {
-		return d, nil
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		secs, serr := strconv.ParseInt(v, 10, 64)
+		if serr != nil {
+			return 0, fmt.Errorf("--request-timeout %q: want a duration such as 30s or 2m", v)
+		}
+		d = time.Duration(secs) * time.Second
 	}
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil && secs >= 0 {
-		return time.Duration(secs) * time.Second, nil
+	switch {
+	case d < 0:
+		return 0, fmt.Errorf("--request-timeout %q: must not be negative", v)
+	case d == 0:
+		return 0, nil
 	}
-	return 0, fmt.Errorf("--request-timeout %q: want a duration such as 30s or 2m", v)
+	return d, nil
 }
 
-// progress counts a finished manifest and prints the progress line when due.
+// manifestContext is the context of one manifest's requests: bounded by the timeout, or not
+// at all when it is 0.
+func (r *planRun) manifestContext() (context.Context, context.CancelFunc) {
+	if r.timeout <= 0 {
+		return context.WithCancel(context.Background())
+	}
+	return context.WithTimeout(context.Background(), r.timeout)
+}
+
+// progress counts a manifest finished in the current phase (the dry runs, then the plans)
+// and prints the progress line when due.
 func (r *planRun) progress() {
 	r.done++
 	if r.done < r.total && (r.done%progressEvery == 0 || time.Since(r.last) >= progressInterval) {
-		fmt.Fprintf(r.stderr, "plan: %d of %d manifests (%s)\n", r.done, r.total, time.Since(r.start).Round(time.Second))
+		fmt.Fprintf(r.stderr, "plan: %d of %d manifests %s (%s)\n", r.done, r.total, r.phase, time.Since(r.start).Round(time.Second))
 		r.last = time.Now()
 	}
 }
@@ -501,99 +550,121 @@ type badDocument struct {
 	err         error
 }
 
-// splitManifests reads every YAML document of a manifest file (split at "---" lines; a JSON
-// file is one document; a List's items count one by one). Empty documents are skipped; a
-// document that is not valid YAML, or not an object with apiVersion and kind, is returned in
-// bad with its number and first line, and the others are still read.
+// splitManifests reads every document of a manifest file: YAML documents split at "---"
+// lines, each of which may also be a stream of JSON objects (a JSON file, or `kubectl get -o
+// json` output concatenated); a List's items count one by one. Empty documents are skipped; a
+// document that is not valid YAML or JSON, or not an object with apiVersion and kind, is
+// returned in bad with its number and first line, and the others are still read.
 func splitManifests(data []byte) (docs []*manifest, bad []badDocument) {
 	type chunk struct {
 		line int
 		text []byte
 	}
 	var chunks []chunk
-	if t := bytes.TrimSpace(data); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
-		chunks = []chunk{{1, data}}
-	} else {
-		start, cur := 1, []byte{}
-		lines := bytes.SplitAfter(data, []byte("\n"))
-		for i, l := range lines {
-			if sep := bytes.TrimRight(l, "\r\n"); bytes.Equal(sep, []byte("---")) || bytes.HasPrefix(sep, []byte("--- ")) || bytes.HasPrefix(sep, []byte("---\t")) {
-				chunks = append(chunks, chunk{start, cur})
-				start, cur = i+2, []byte{}
-				continue
-			}
-			cur = append(cur, l...)
-		}
-		chunks = append(chunks, chunk{start, cur})
-	}
-	index := 0
-	for _, ch := range chunks {
-		var raw map[string]any
-		err := yaml.Unmarshal(ch.text, &raw)
-		if err == nil && len(raw) == 0 {
-			continue // empty or comments only
-		}
-		index++
-		if err != nil {
-			bad = append(bad, badDocument{index, ch.line, err})
+	start, cur := 1, []byte{}
+	for i, l := range bytes.SplitAfter(data, []byte("\n")) {
+		if sep := bytes.TrimRight(l, "\r\n"); bytes.Equal(sep, []byte("---")) || bytes.HasPrefix(sep, []byte("--- ")) || bytes.HasPrefix(sep, []byte("---\t")) {
+			chunks = append(chunks, chunk{start, cur})
+			start, cur = i+2, []byte{}
 			continue
 		}
+		cur = append(cur, l...)
+	}
+	chunks = append(chunks, chunk{start, cur})
+	index := 0
+	add := func(line int, raw map[string]any) {
 		u := &unstructured.Unstructured{Object: raw}
 		if u.GetAPIVersion() == "" || u.GetKind() == "" {
-			bad = append(bad, badDocument{index, ch.line, errors.New("apiVersion and kind are required")})
-			continue
+			bad = append(bad, badDocument{index, line, errors.New("apiVersion and kind are required")})
+			return
 		}
-		if u.IsList() {
-			if err := u.EachListItem(func(obj runtime.Object) error {
-				docs = append(docs, &manifest{index: index, line: ch.line, obj: obj.(*unstructured.Unstructured)})
-				return nil
-			}); err != nil {
-				bad = append(bad, badDocument{index, ch.line, err})
+		if !u.IsList() {
+			docs = append(docs, &manifest{index: index, line: line, obj: u})
+			return
+		}
+		n := 0
+		if err := u.EachListItem(func(obj runtime.Object) error {
+			n++
+			item := obj.(*unstructured.Unstructured)
+			if item.GetAPIVersion() == "" || item.GetKind() == "" {
+				return fmt.Errorf("item %d: apiVersion and kind are required", n)
 			}
-			continue
+			docs = append(docs, &manifest{index: index, line: line, obj: item})
+			return nil
+		}); err != nil {
+			bad = append(bad, badDocument{index, line, err})
 		}
-		docs = append(docs, &manifest{index: index, line: ch.line, obj: u})
+	}
+	for _, ch := range chunks {
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(ch.text), 4096)
+		for {
+			var raw map[string]any
+			err := dec.Decode(&raw)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err == nil && len(raw) == 0 {
+				continue // empty or comments only
+			}
+			index++
+			if err != nil {
+				bad = append(bad, badDocument{index, ch.line, err})
+				break
+			}
+			add(ch.line, raw)
+		}
 	}
 	return docs, bad
 }
 
 // dryRun sends one manifest through a server-side dry-run apply (the apiserver's own schema,
 // unknown-field check, defaults and CEL rules; nothing is stored) and keeps the object the
-// apiserver returned. A namespaced object in a namespace that these manifests create (and
-// the dry run therefore cannot find) is checked in the kubeconfig's namespace instead.
+// apiserver returned. A namespaced object in a namespace that these manifests create (which
+// the apiserver cannot dry-run into) is checked in another namespace under a name of its own,
+// so no existing object there is merged into it; it keeps its own namespace and name after.
 // It reports whether the apiserver accepted it.
 func (r *planRun) dryRun(m *manifest, created map[string]bool) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	ctx, cancel := r.manifestContext()
 	defer cancel()
 	u := m.obj
-	if u.GetNamespace() == "" {
-		if namespaced, err := r.c.IsObjectNamespaced(u); err == nil && namespaced {
-			u.SetNamespace(r.ns)
-		}
+	namespaced, nsErr := r.c.IsObjectNamespaced(u)
+	if u.GetNamespace() == "" && nsErr == nil && namespaced {
+		u.SetNamespace(r.ns)
 	}
 	m.name = u.GetKind() + " " + u.GetName()
 	if u.GetNamespace() != "" {
 		m.name = u.GetKind() + " " + u.GetNamespace() + "/" + u.GetName()
 	}
+	ns, name := u.GetNamespace(), u.GetName()
+	refuse := func(err error) bool {
+		r.n.invalid++
+		fmt.Fprintf(r.stdout, "%s: refused by the apiserver (server-side dry run): %v\n\n", m.name, err)
+		return false
+	}
+	if r.explicitNS != "" && namespaced && ns != r.explicitNS {
+		// kubectl's rule: -n and the manifest's namespace must agree.
+		return refuse(fmt.Errorf("the namespace from the provided object %q does not match the namespace %q: you must pass --namespace=%s", ns, r.explicitNS, ns))
+	}
 	apply := func(obj *unstructured.Unstructured) error {
 		return r.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.DryRunAll, client.FieldOwner(planFieldOwner), client.ForceOwnership)
 	}
-	ns := u.GetNamespace()
 	err := apply(u)
-	if err != nil && apierrors.IsNotFound(err) && created[ns] && ns != r.ns {
-		// Checked in another namespace; the object keeps its own.
-		u.SetNamespace(r.ns)
-		err = apply(u)
-		u.SetNamespace(ns)
-		if err == nil {
-			fmt.Fprintf(r.stdout, "%s: namespace %s is created by these manifests, so the dry run ran in namespace %s\n", m.name, ns, r.ns)
+	if err != nil && apierrors.IsNotFound(err) && created[ns] {
+		if other := r.stagingNamespace(created, ns); other != "" {
+			probe := u.DeepCopy()
+			probe.SetNamespace(other)
+			probe.SetName(fmt.Sprintf("kqctl-plan-%08x", rand.Uint32()))
+			if err = apply(probe); err == nil {
+				probe.SetNamespace(ns)
+				probe.SetName(name)
+				delete(probe.Object, "status")
+				m.obj = probe
+				fmt.Fprintf(r.stdout, "%s: namespace %s is created by these manifests, so the dry run ran in namespace %s\n", m.name, ns, other)
+			}
 		}
 	}
 	if err != nil {
-		r.n.invalid++
-		fmt.Fprintf(r.stdout, "%s: refused by the apiserver (server-side dry run): %v\n\n", m.name, err)
-		r.progress()
-		return false
+		return refuse(err)
 	}
 	if u.GroupVersionKind().GroupKind() == corev1.SchemeGroupVersion.WithKind("Namespace").GroupKind() {
 		created[u.GetName()] = true
@@ -601,10 +672,22 @@ func (r *planRun) dryRun(m *manifest, created map[string]bool) bool {
 	return true
 }
 
+// stagingNamespace is where an object of a namespace the manifests create is dry-run: the
+// kubeconfig's namespace, else default, whichever exists now and is neither ns nor created by
+// the manifests; "" when none is.
+func (r *planRun) stagingNamespace(created map[string]bool, ns string) string {
+	for _, cand := range []string{r.ns, "default"} {
+		if cand != ns && !created[cand] {
+			return cand
+		}
+	}
+	return ""
+}
+
 // planOne plans one KafkaCluster, ShareQueue or DeadLetterRoute (the object the dry run
 // returned) against live Kafka, the brokers validating its writes, and prints the plan.
 func (r *planRun) planOne(m *manifest, obj client.Object) {
-	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	ctx, cancel := r.manifestContext()
 	defer cancel()
 	r.n.planned++
 	var err error
@@ -655,7 +738,11 @@ func printRoutePreview(stdout io.Writer, p *controllers.RoutePreview) {
 	if p.Conflict == "" {
 		fmt.Fprintf(stdout, "  mode %s, dead-letter topic %s\n", dash(string(p.Mode)), p.TopicName)
 	}
-	printFindings(stdout, p.Conflict, p.Changes, p.Refused, p.Unchecked, p.Conditions)
+	changes := append([]string(nil), p.Changes...)
+	for _, ch := range p.QueueChanges {
+		changes = append(changes, fmt.Sprintf("(by ShareQueue %s's reconcile, for this route) %s", p.Queue, ch))
+	}
+	printFindings(stdout, p.Conflict, changes, p.Refused, p.Unchecked, p.Conditions)
 	fmt.Fprintln(stdout)
 }
 

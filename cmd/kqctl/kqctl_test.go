@@ -434,8 +434,8 @@ func TestPlanShowsProgressOnLongFiles(t *testing.T) {
 	}
 }
 
-// Two new manifests naming one topic: the second is reported in conflict with the first
-// (applied together, the first is created first and owns the topic).
+// Two new manifests naming one topic: the one later by namespace/name is reported in conflict
+// (applied together in one second, the operator gives the topic to the first by name).
 func TestPlanReportsAConflictWithinTheFile(t *testing.T) {
 	skipShort(t)
 	manifest := "apiVersion: kafkaqueues.io/v1alpha1\nkind: ShareQueue\nmetadata: {name: kq-first}\nspec: {clusterRef: {name: local}, topic: {name: kq-same}}\n" +
@@ -447,7 +447,7 @@ func TestPlanReportsAConflictWithinTheFile(t *testing.T) {
 	s := out.String()
 	first, second := strings.Index(s, "ShareQueue default/kq-first"), strings.Index(s, "ShareQueue default/kq-second")
 	if first < 0 || second < first || strings.Contains(s[first:second], "CONFLICT") ||
-		!strings.Contains(s[second:], "CONFLICT: topic kq-same on this Kafka cluster is also named by ShareQueue default/kq-first earlier in these manifests") {
+		!strings.Contains(s[second:], "CONFLICT: topic kq-same on this Kafka cluster is also named by ShareQueue default/kq-first in these manifests; applied together (created in the same second) the operator gives it to the first by namespace/name") {
 		t.Errorf("plan output:\n%s", s)
 	}
 }

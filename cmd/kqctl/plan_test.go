@@ -11,9 +11,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -111,6 +114,13 @@ spec:
 	if err != nil {
 		t.Fatalf("plan of a first-install bundle: %v", err)
 	}
+	// A Secret in the bundle is the KafkaCluster's (this rig's listener has no SASL, so the
+	// brokers refuse the mechanism: the Secret was read, not missing).
+	out2, _ := planOut(t, strings.Replace(bundle, "spec:\n  bootstrapServers:", "spec:\n  sasl: {mechanism: SCRAM-SHA-512, secretName: kafka-creds}\n  bootstrapServers:", 1)+
+		"---\napiVersion: v1\nkind: Secret\nmetadata: {name: kafka-creds, namespace: kq-bundle}\nstringData: {username: app, password: pw}\n", "-f", "-")
+	if !strings.Contains(out2, "KafkaCluster kq-bundle/kafka: cannot plan: cannot reach the cluster") || !strings.Contains(out2, "SASL") || strings.Contains(out2, "kafka-creds not found") {
+		t.Errorf("the bundle's Secret was not used:\n%s", out2)
+	}
 	mustContain(t, out,
 		"KafkaCluster kq-bundle/kafka: namespace kq-bundle is created by these manifests, so the dry run ran in namespace default",
 		"Namespace kq-bundle: accepted by the apiserver (server-side dry run)")
@@ -170,17 +180,18 @@ func TestPlanDeadLetterRoutes(t *testing.T) {
 	if err != nil {
 		t.Errorf("a routes-only file: %v", err)
 	}
-	// The live queue has no route yet: its limit is 3, so the route is not active until the
-	// queue's reconcile reserves the attempt, and plan says so.
-	mustContain(t, section(out, "DeadLetterRoute default/kq-routed-dlq"), "~ create topic dlq.kq-routed", "RouteActive: False/DeliveryLimitNotReserved")
+	// The live queue has no route yet (limit 3): its reconcile reserves the attempt once the
+	// route exists, which plan lists under the route, and the route is then active.
+	mustContain(t, section(out, "DeadLetterRoute default/kq-routed-dlq"), "~ create topic dlq.kq-routed",
+		"~ (by ShareQueue default/kq-routed's reconcile, for this route) group kq-routed: set share.delivery.count.limit=4", "RouteActive: True/Republisher")
 
 	out, err = planOut(t, "", "-f", writeFile(t, route("kq-ghost-dlq", "kq-ghost")+route("kq-routed-dlq", "kq-routed")+route("kq-routed-dlq2", "kq-routed")))
 	if err == nil || exitCode(err) != 1 {
 		t.Errorf("a route of a missing queue: err %v, want exit 1", err)
 	}
 	mustContain(t, out,
-		"DeadLetterRoute default/kq-ghost-dlq: cannot plan: spec.queueRef.name: ShareQueue default/kq-ghost does not exist and is not planned in these manifests",
-		"CONFLICT: ShareQueue kq-routed is also named by DeadLetterRoute kq-routed-dlq earlier in these manifests")
+		"DeadLetterRoute default/kq-ghost-dlq: cannot plan: spec.queueRef.name: ShareQueue default/kq-ghost does not exist and is not in these manifests",
+		"CONFLICT: ShareQueue kq-routed is also named by DeadLetterRoute kq-routed-dlq in these manifests")
 }
 
 func ptrTo[T any](v T) *T { return &v }
@@ -236,6 +247,13 @@ func TestPlanLeavesStrimziTopicsToStrimzi(t *testing.T) {
 	if strings.Contains(s, "~ create topic") {
 		t.Errorf("plan creates a topic Strimzi manages:\n%s", s)
 	}
+	// A KafkaTopic in the same file claims its topic too.
+	out, err = planOut(t, "", "-f", writeFile(t, "apiVersion: kafka.strimzi.io/v1beta2\nkind: KafkaTopic\nmetadata: {name: refunds-kt, labels: {strimzi.io/cluster: my-cluster}}\nspec: {topicName: kq-strimzi-refunds, partitions: 1}\n---\n"+
+		"apiVersion: kafkaqueues.io/v1alpha1\nkind: ShareQueue\nmetadata: {name: kq-strimzi-refunds}\nspec: {clusterRef: {name: local}, topic: {name: kq-strimzi-refunds}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, section(out, "ShareQueue default/kq-strimzi-refunds"), "CONFLICT: topic kq-strimzi-refunds on this Kafka cluster is managed by Strimzi KafkaTopic default/refunds-kt")
 }
 
 // A document that is not YAML is reported with its number and line, and the others are still
@@ -369,4 +387,158 @@ func TestImportedManifestsBecomeReady(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// Found by the adversarial round (each a regression test):
+//   - an object of a namespace the file creates is dry-run under a name of its own, so a
+//     same-named object in the staging namespace neither refuses nor leaks into it, also when
+//     -n names the new namespace;
+//   - new objects created together are resolved by namespace/name, not file order;
+//   - a route whose queue is in conflict writes nothing and the run exits 0;
+//   - a queue's reserved attempt follows the route that will own it, not a new one that loses;
+//   - JSON streams are read whole; -n must agree with a manifest's namespace.
+func TestPlanAdversarialFindings(t *testing.T) {
+	skipShort(t)
+	ctx := context.Background()
+	staged := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kq-adv-pay"}, Spec: kqv1.ShareQueueSpec{
+		ClusterRef: kqv1.ClusterReference{Name: "local"}, GroupID: "kq-adv-pay-default", Topic: kqv1.QueueTopicSpec{Name: "kq-adv-pay-default", Partitions: 3}}}
+	if err := k8s.Create(ctx, staged); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = k8s.Delete(ctx, staged) }()
+	bundle := fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata: {name: kq-adv}
+---
+apiVersion: kafkaqueues.io/v1alpha1
+kind: KafkaCluster
+metadata: {name: local}
+spec: {bootstrapServers: [%s]}
+---
+apiVersion: kafkaqueues.io/v1alpha1
+kind: ShareQueue
+metadata: {name: kq-adv-pay}
+spec: {clusterRef: {name: local}, topic: {partitions: 2}, delivery: {maxDeliveryAttempts: 4}}
+---
+apiVersion: kafkaqueues.io/v1alpha1
+kind: ShareQueue
+metadata: {name: zz-first}
+spec: {clusterRef: {name: local}, topic: {name: kq-adv-tie}}
+---
+apiVersion: kafkaqueues.io/v1alpha1
+kind: ShareQueue
+metadata: {name: aa-second}
+spec: {clusterRef: {name: local}, topic: {name: kq-adv-tie}}
+---
+apiVersion: kafkaqueues.io/v1alpha1
+kind: DeadLetterRoute
+metadata: {name: zz-first-dlq}
+spec: {queueRef: {name: zz-first}, mode: Republisher}
+`, strings.Join(localBootstrap(t), ", "))
+	for _, args := range [][]string{{"-f", "-", "-n", "kq-adv"}} {
+		out, err := planOut(t, bundle, args...)
+		if err != nil {
+			t.Fatalf("plan %v: %v", args, err)
+		}
+		pay := section(out, "ShareQueue kq-adv/kq-adv-pay")
+		mustContain(t, pay, "~ create topic kq-adv-pay: partitions=2")
+		if strings.Contains(pay, "CONFLICT") || strings.Contains(pay, "kq-adv-pay-default") {
+			t.Errorf("the staging namespace's kq-adv-pay leaked into the plan:\n%s", pay)
+		}
+		mustContain(t, section(out, "ShareQueue kq-adv/zz-first"), "CONFLICT: topic kq-adv-tie on this Kafka cluster is also named by ShareQueue kq-adv/aa-second")
+		if s := section(out, "ShareQueue kq-adv/aa-second"); strings.Contains(s, "CONFLICT") {
+			t.Errorf("aa-second is first by name and owns the topic:\n%s", s)
+		}
+		mustContain(t, section(out, "DeadLetterRoute kq-adv/zz-first-dlq"), "CONFLICT: ShareQueue zz-first does not own its topic or group")
+	}
+
+	// A live queue with a live BrokerNative route; a new Republisher route loses, so the
+	// queue's limit is not raised.
+	live := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kq-adv-inv"}, Spec: kqv1.ShareQueueSpec{
+		ClusterRef: kqv1.ClusterReference{Name: "local"}, Delivery: kqv1.DeliverySpec{MaxDeliveryAttempts: ptrTo[int32](4)}}}
+	liveRoute := &kqv1.DeadLetterRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kq-adv-inv-dlq"}, Spec: kqv1.DeadLetterRouteSpec{QueueRef: kqv1.QueueReference{Name: "kq-adv-inv"}}}
+	for _, o := range []client.Object{live, liveRoute} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		defer func(o client.Object) { _ = k8s.Delete(ctx, o) }(o)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var got kqv1.DeadLetterRoute
+		_ = k8s.Get(ctx, client.ObjectKeyFromObject(liveRoute), &got)
+		if meta.IsStatusConditionTrue(got.Status.Conditions, kqv1.ConditionRouteActive) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("live route never active: %+v", got.Status.Conditions)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	out, err := planOut(t, "", "-f", writeFile(t, "apiVersion: kafkaqueues.io/v1alpha1\nkind: ShareQueue\nmetadata: {name: kq-adv-inv}\nspec: {clusterRef: {name: local}, delivery: {maxDeliveryAttempts: 4}}\n---\n"+
+		"apiVersion: kafkaqueues.io/v1alpha1\nkind: DeadLetterRoute\nmetadata: {name: kq-adv-inv-dlq2}\nspec: {queueRef: {name: kq-adv-inv}, mode: Republisher}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := section(out, "ShareQueue default/kq-adv-inv"); strings.Contains(q, "share.delivery.count.limit=5") {
+		t.Errorf("the queue reserves an attempt for a route that will be in conflict:\n%s", q)
+	}
+	mustContain(t, section(out, "DeadLetterRoute default/kq-adv-inv-dlq2"), "CONFLICT: ShareQueue kq-adv-inv already has DeadLetterRoute kq-adv-inv-dlq")
+
+	// Two JSON objects back to back are two manifests.
+	out, err = planOut(t, "", "-f", writeFile(t, `{"apiVersion":"kafkaqueues.io/v1alpha1","kind":"ShareQueue","metadata":{"name":"kq-js1"},"spec":{"clusterRef":{"name":"local"}}}
+{"apiVersion":"kafkaqueues.io/v1alpha1","kind":"ShareQueue","metadata":{"name":"kq-js2"},"spec":{"clusterRef":{"name":"local"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, out, "ShareQueue default/kq-js1\n", "ShareQueue default/kq-js2\n")
+
+	// -n and the manifest's namespace disagree: refused, as kubectl refuses it.
+	out, err = planOut(t, "", "-n", "kube-system", "-f", writeFile(t, "apiVersion: kafkaqueues.io/v1alpha1\nkind: ShareQueue\nmetadata: {name: kq-nsx, namespace: default}\nspec: {clusterRef: {name: local}}\n"))
+	if err == nil || !strings.Contains(out, `the namespace from the provided object "default" does not match the namespace "kube-system"`) {
+		t.Errorf("-n mismatch: err %v", err)
+	}
+}
+
+// --request-timeout follows kubectl: a bare number is seconds, 0 is no bound, a negative or
+// malformed value is a usage error.
+func TestRequestTimeout(t *testing.T) {
+	for in, want := range map[string]string{"": "1m0s", "0": "0s", "0s": "0s", "5": "5s", "5s": "5s", "2m": "2m0s", "-5s": "error", "bogus": "error"} {
+		cf := genericclioptions.NewConfigFlags(true)
+		*cf.Timeout = in
+		d, err := requestTimeout(cf)
+		got := d.String()
+		if err != nil {
+			got = "error"
+		}
+		if got != want {
+			t.Errorf("--request-timeout %q: %s (%v), want %s", in, got, err, want)
+		}
+	}
+}
+
+// A user who may list ShareQueues and DeadLetterRoutes in one namespace only gets the plan,
+// with the narrowed ownership check said as NOT CHECKED rather than passed over silently.
+func TestPlanSaysWhenRBACNarrowsTheChecks(t *testing.T) {
+	skipShort(t)
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kq-narrow"}}
+	kc := &kqv1.KafkaCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "kq-narrow", Name: "local"}, Spec: kqv1.KafkaClusterSpec{BootstrapServers: localBootstrap(t)}}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "kq-narrow", Name: "queues"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"kafkaqueues.io"}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch", "create", "patch", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "kq-narrow", Name: "alice"},
+		Subjects: []rbacv1.Subject{{Kind: "User", Name: "alice", APIGroup: "rbac.authorization.k8s.io"}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "queues"}}
+	for _, o := range []client.Object{ns, kc, role, binding} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := planOut(t, "", "--as", "alice", "-f", writeFile(t, "apiVersion: kafkaqueues.io/v1alpha1\nkind: ShareQueue\nmetadata: {name: kq-narrowed, namespace: kq-narrow}\nspec: {clusterRef: {name: local}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, section(out, "ShareQueue kq-narrow/kq-narrowed"), "~ create topic kq-narrowed",
+		"NOT CHECKED: ", "you may not list ShareQueues and DeadLetterRoutes in all namespaces: ownership was checked against those in namespace kq-narrow only")
 }

@@ -212,10 +212,13 @@ DeadLetterRoute after its queue's planned writes. Every planned Kafka write is s
 brokers with ValidateOnly, so a value they refuse is reported with their message.
 
 plan acts with your rights, not the operator's: it reads the KafkaClusters' Secrets and lists
-ShareQueues, DeadLetterRoutes and KafkaTopics as you (in the manifests' namespace when you
-may not list them in all), and an AWS_MSK_IAM cluster without a Secret uses your own AWS
-environment. --request-timeout bounds each manifest (default 60s); a KafkaCluster that
-cannot be reached fails once, and the rest of its manifests fail at once with that error.
+ShareQueues and DeadLetterRoutes (in the manifest's namespace only when you may not list them
+in all, which it reports) and KafkaTopics as you, and an AWS_MSK_IAM cluster without a Secret
+uses your own AWS environment. Secrets and KafkaTopics in the file count; new objects naming
+the same topic, group or queue are resolved as the operator does when they are created
+together (the first by namespace/name). --request-timeout bounds each manifest (default 60s,
+0 for none); a KafkaCluster that cannot be reached fails once, and the rest of its manifests
+fail at once.
 
 Exits 1 when a manifest is refused by the apiserver or unreadable, cannot be planned, or has
 a write the brokers refuse; 2 for a usage error. Manifests without a namespace get -n, or the
