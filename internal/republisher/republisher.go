@@ -169,6 +169,9 @@ type held struct {
 	// renewing is set while a renew of the brokers' lock is in flight (one at a time: the
 	// client drops a renew marked while another is pending).
 	renewing bool
+	// renewRefused is set once the brokers refused a sweep's renew (e.g. renew
+	// acknowledgements are off for the group): the sweep stops trying, and the lock lapses.
+	renewRefused bool
 }
 
 // lockLapsed reports whether the brokers' lock, as last confirmed, has ended at now.
@@ -667,7 +670,7 @@ func (r *Republisher) Sweep(ctx context.Context) {
 			retry = append(retry, h)
 		}
 		margin := min(h.lockFor/2, 5*time.Second)
-		if !h.renewing && !h.brokerDeadline.IsZero() && h.lease.After(h.brokerDeadline) && now.After(h.brokerDeadline.Add(-margin)) {
+		if !h.renewing && !h.renewRefused && !h.brokerDeadline.IsZero() && h.lease.After(h.brokerDeadline) && now.After(h.brokerDeadline.Add(-margin)) {
 			renew = append(renew, h)
 		}
 	}
@@ -686,6 +689,12 @@ func (r *Republisher) Sweep(ctx context.Context) {
 	for _, h := range renew {
 		go func(h *held) {
 			if err := r.renew(context.Background(), h); err != nil {
+				var ae *kafka.AckError
+				if errors.As(err, &ae) {
+					r.mu.Lock()
+					h.renewRefused = true
+					r.mu.Unlock()
+				}
 				slog.Warn("the brokers did not renew the lock of a held record; it lapses at its deadline", "topic", h.rec.Topic, "partition", h.rec.Partition,
 					"offset", h.rec.Offset, "deliveryCount", h.rec.DeliveryCount, "lockEnds", h.brokerDeadline, "error", err)
 			}
