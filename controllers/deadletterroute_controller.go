@@ -333,9 +333,11 @@ func (d *routeScope) apply(ctx context.Context) error {
 func (d *routeScope) status(context.Context) error {
 	ready, stalled := routeStatus(&d.dlr.Status, d.gen, d.mode, &d.plan, d.obs.GroupID, d.topicErr, d.groupErr, d.err)
 	d.setReady(ready, stalled)
-	if ra := findCondition(d.dlr.Status.Conditions, kqv1.ConditionRouteActive); ra != nil && ra.Reason == kqv1.ReasonDeliveryLimitNotReserved {
-		// The queue's reconciler raises the limit once it sees this route's mode, and the
-		// brokers' reads trail their writes: look again soon rather than at the next resync.
+	if ra := findCondition(d.dlr.Status.Conditions, kqv1.ConditionRouteActive); ra != nil && (ra.Reason == kqv1.ReasonDeliveryLimitNotReserved || ra.Reason == kqv1.ReasonRenewAcknowledgeDisabled) {
+		// The queue's reconciler raises the limit once it sees this route's mode (and writes
+		// renewAcknowledge once its spec changes; the queue's watch wakes this route before
+		// that write), and the brokers' reads trail their writes: look again soon rather than
+		// at the next resync.
 		d.requeueAfter = min(d.r.ResyncInterval, 15*time.Second)
 	} else {
 		d.requeueAfter = d.r.ResyncInterval

@@ -106,7 +106,10 @@ func resolveDeadLetterMode(spec kqv1.DeadLetterMode, cs kqv1.KafkaClusterStatus)
 // BrokerNative mode the topic name must start with the brokers' prefix, the topic carries
 // errors.deadletterqueue.group.enable=true, and the group gets errors.deadletterqueue.topic.name
 // and errors.deadletterqueue.copy.record.enable (KIP-1191). In Republisher mode the group's
-// broker-native DLQ configs are removed if present, so records are not dead-lettered twice.
+// broker-native DLQ configs are removed if present, so records are not dead-lettered twice,
+// and the route is active only once the brokers report the settings the sidecar relies on:
+// share.delivery.count.limit = the application's attempts + 1 (DeliveryLimitNotReserved) and
+// share.renew.acknowledge.enable not false (RenewAcknowledgeDisabled).
 func planRoute(dlr *kqv1.DeadLetterRoute, obs routeObservation) routePlan {
 	p := routePlan{GroupID: obs.GroupID}
 	mode, why := resolveDeadLetterMode(dlr.Spec.Mode, obs.Cluster)
@@ -206,6 +209,22 @@ func planRoute(dlr *kqv1.DeadLetterRoute, obs routeObservation) routePlan {
 		}
 		p.RouteActive = condInput{metav1.ConditionFalse, kqv1.ReasonDeliveryLimitNotReserved,
 			fmt.Sprintf("Republisher mode needs group %s's %s = maxDeliveryAttempts (%d) + 1 = %s, and it is %s; check the ShareQueue's ConfigValid condition (the brokers' group.share.max.delivery.count.limit may leave no room: lower spec.delivery.maxDeliveryAttempts). The webhook does not inject the republisher until then", obs.GroupID, deliveryCountLimitConfig, obs.QueueAttempts, reserved, have)}
+		return p
+	}
+	// The sidecar renews the brokers' acquisition lock while the application holds a record
+	// (a lease longer than share.record.lock.duration.ms, the application's renew, a record
+	// kept while its dead-letter write is retried). With renew acknowledgements off the
+	// brokers refuse every renew (INVALID_RECORD_STATE, measured on Kafka 4.4), the lock
+	// lapses under the application and the record is delivered again while it is still
+	// being worked on. Brokers before 4.3 have no such switch (renew is always on from 4.2):
+	// an absent config does not block.
+	if e, ok := obs.GroupConfigs[renewAcknowledgeConfig]; ok && normaliseValue(e.Value) == "false" {
+		from := "a group override"
+		if !e.IsOverride() {
+			from = "the brokers' default"
+		}
+		p.RouteActive = condInput{metav1.ConditionFalse, kqv1.ReasonRenewAcknowledgeDisabled,
+			fmt.Sprintf("Republisher mode needs group %s's %s = true (KIP-1222), and it is false (%s): the republisher sidecar renews the brokers' acquisition lock while the application holds a record, and the brokers refuse renews while it is false, so held records would be delivered again while still being worked on. Set spec.delivery.renewAcknowledge: true on ShareQueue %s. The webhook does not inject the republisher until then", obs.GroupID, renewAcknowledgeConfig, from, dlr.Spec.QueueRef.Name)}
 		return p
 	}
 	p.RouteActive = condInput{metav1.ConditionTrue, kqv1.ReasonRepublisher,

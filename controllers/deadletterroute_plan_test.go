@@ -180,3 +180,50 @@ func TestPlanRouteKeepsItsPinnedTopic(t *testing.T) {
 		t.Errorf("topic %q: a resolved default must not move when the brokers' prefix changes", got)
 	}
 }
+
+// The sidecar renews the brokers' lock: a Republisher route on a group whose brokers report
+// share.renew.acknowledge.enable=false (override or default) is not active, and the message
+// names the config, its value and the field to change. Absent (brokers before 4.3) or true
+// does not block.
+func TestPlanRouteRepublisherNeedsRenewAcknowledge(t *testing.T) {
+	reserved := map[string]kafka.ConfigEntry{"share.delivery.count.limit": override("4")}
+	for _, tc := range []struct {
+		name   string
+		renew  *kafka.ConfigEntry
+		active bool
+	}{
+		{"override false", ptrTo(override("false")), false},
+		{"brokers' default false", &kafka.ConfigEntry{Value: "false", Source: kafka.ConfigSourceDefault}, false},
+		{"override true", ptrTo(override("true")), true},
+		{"absent (Kafka 4.2)", nil, true},
+	} {
+		cfgs := map[string]kafka.ConfigEntry{}
+		for k, v := range reserved {
+			cfgs[k] = v
+		}
+		if tc.renew != nil {
+			cfgs["share.renew.acknowledge.enable"] = *tc.renew
+		}
+		p := planRoute(routeFor(kqv1.DeadLetterModeRepublisher, ""), routeObservation{Cluster: clusterAt(1), QueueTopic: "orders", GroupID: "orders",
+			Topic: missingTopic(), QueueAttempts: 3, GroupConfigs: cfgs})
+		if tc.active {
+			if p.RouteActive.Status != metav1.ConditionTrue || p.RouteActive.Reason != kqv1.ReasonRepublisher {
+				t.Errorf("%s: RouteActive %+v, want True/Republisher", tc.name, p.RouteActive)
+			}
+			continue
+		}
+		if p.RouteActive.Status != metav1.ConditionFalse || p.RouteActive.Reason != kqv1.ReasonRenewAcknowledgeDisabled {
+			t.Errorf("%s: RouteActive %+v, want False/RenewAcknowledgeDisabled", tc.name, p.RouteActive)
+		}
+		for _, want := range []string{"share.renew.acknowledge.enable = true", "it is false", "spec.delivery.renewAcknowledge: true", "ShareQueue orders", "does not inject"} {
+			if !strings.Contains(p.RouteActive.Message, want) {
+				t.Errorf("%s: message %q does not name %q", tc.name, p.RouteActive.Message, want)
+			}
+		}
+		if p.CreateTopic == nil {
+			t.Errorf("%s: the topic is still created", tc.name)
+		}
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

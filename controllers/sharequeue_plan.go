@@ -668,6 +668,10 @@ func capacityOf(partitions int32, maxLocks *kqv1.EffectiveValue, bounds kqv1.Sha
 // deliveryCountLimitConfig is the group config behind delivery.maxDeliveryAttempts.
 const deliveryCountLimitConfig = "share.delivery.count.limit"
 
+// renewAcknowledgeConfig is the group config behind delivery.renewAcknowledge (KIP-1222,
+// Kafka 4.3+): whether the brokers take renew acknowledgements (AckRenew) for the group.
+const renewAcknowledgeConfig = "share.renew.acknowledge.enable"
+
 // reservedDeliveryLimit is the group limit in Republisher mode: the declared attempts (else the
 // brokers' default) plus one. It is not declared when neither is known.
 func reservedDeliveryLimit(want string, declared bool, s deliverySetting, bounds kqv1.ShareBounds) (string, bool) {

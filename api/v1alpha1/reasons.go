@@ -72,6 +72,12 @@ const (
 	// share.delivery.count.limit is not maxDeliveryAttempts + 1 (typically the brokers'
 	// maximum leaves no room for the reserved attempt); the sidecar is not injected.
 	ReasonDeliveryLimitNotReserved = "DeliveryLimitNotReserved"
+	// ReasonRenewAcknowledgeDisabled: Republisher mode, but the brokers report the group's
+	// share.renew.acknowledge.enable (KIP-1222, Kafka 4.3+; the ShareQueue's
+	// spec.delivery.renewAcknowledge) as false: the sidecar renews the brokers' acquisition
+	// lock while the application holds a record, and the brokers would refuse every renew
+	// (INVALID_RECORD_STATE, measured on Kafka 4.4). The sidecar is not injected.
+	ReasonRenewAcknowledgeDisabled = "RenewAcknowledgeDisabled"
 	// ReasonRepublisher: the republisher sidecar, injected into Pods annotated
 	// kafkaqueues.io/queue=<queue>, writes the group's dead records.
 	ReasonRepublisher = "Republisher"

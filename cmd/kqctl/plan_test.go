@@ -194,6 +194,41 @@ func TestPlanDeadLetterRoutes(t *testing.T) {
 		"CONFLICT: ShareQueue kq-routed is also named by DeadLetterRoute kq-routed-dlq in these manifests")
 }
 
+// Issue 19 case 2: kqctl plan says a Republisher route on a queue planned with
+// renewAcknowledge: false will not be active (the sidecar renews the brokers' lock), naming
+// the config and the remedy, as the route's reconciler will.
+func TestPlanRouteOnAQueueWithoutRenew(t *testing.T) {
+	skipShort(t)
+	bundle := fmt.Sprintf(`apiVersion: kafkaqueues.io/v1alpha1
+kind: KafkaCluster
+metadata: {name: kafka-norenew, namespace: default}
+spec:
+  bootstrapServers: [%s]
+---
+apiVersion: kafkaqueues.io/v1alpha1
+kind: ShareQueue
+metadata: {name: norenew, namespace: default}
+spec:
+  clusterRef: {name: kafka-norenew}
+  topic: {name: kq-norenew}
+  delivery: {maxDeliveryAttempts: 3, renewAcknowledge: false}
+---
+apiVersion: kafkaqueues.io/v1alpha1
+kind: DeadLetterRoute
+metadata: {name: norenew-dlq, namespace: default}
+spec:
+  queueRef: {name: norenew}
+  mode: Republisher
+`, strings.Join(localBootstrap(t), ", "))
+	out, err := planOut(t, bundle, "-f", "-")
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, out)
+	}
+	mustContain(t, section(out, "ShareQueue default/norenew"), "share.renew.acknowledge.enable=false", "share.delivery.count.limit=4")
+	mustContain(t, section(out, "DeadLetterRoute default/norenew-dlq"), "RouteActive: False/RenewAcknowledgeDisabled",
+		"share.renew.acknowledge.enable = true", "spec.delivery.renewAcknowledge: true")
+}
+
 func ptrTo[T any](v T) *T { return &v }
 
 func restConfig(t *testing.T) *rest.Config {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -61,9 +62,10 @@ type ShareRecord struct {
 	rec          *kgo.Record
 }
 
-// Ack acknowledges the record. Terminal types (accept, release, reject) are final; renew may
-// be repeated before one of them. Acks are sent in the background; ShareMember.Flush waits
-// for them.
+// Ack acknowledges the record without waiting for, or learning, the brokers' answer
+// (ShareMember.Acknowledge reports it). Terminal types (accept, release, reject) are final;
+// renew may be repeated before one of them. Acks are sent in the background;
+// ShareMember.Flush waits for them.
 func (r *ShareRecord) Ack(t AckType) { r.rec.Ack(t.kgo()) }
 
 // ShareMember is one member of a share group consuming one topic (kgo share consumer,
@@ -71,7 +73,55 @@ func (r *ShareRecord) Ack(t AckType) { r.rec.Ack(t.kgo()) }
 // accepts whatever is left when it polls again.
 type ShareMember struct {
 	cl *kgo.Client
+
+	// mu guards the ack-result log and the waiters of Acknowledge. log holds the brokers'
+	// per-partition answers (kgo.ShareAckCallback) in arrival order; logBase is the absolute
+	// index of log[0].
+	mu       sync.Mutex
+	log      []kgo.ShareAckResult
+	logBase  int
+	waiters  []*ackWaiter
+	flushing bool
 }
+
+type ackWaiter struct {
+	rec  *ShareRecord
+	seq  int // absolute log index when the ack was marked
+	done chan error
+}
+
+// ErrAckUnconfirmed is returned (wrapped) by Acknowledge when no answer from the brokers
+// covered the acknowledgement (the flush failed or ctx ended first): it may or may not have
+// been taken.
+var ErrAckUnconfirmed = errors.New("kafka: acknowledgement not confirmed by the brokers")
+
+// AckError is the brokers' refusal of the acknowledgements of one partition in one
+// ShareAcknowledge (or ShareFetch) request. The brokers answer per partition, not per record,
+// and a refusal covers every acknowledgement of that partition in the request (measured on
+// Kafka 4.4: a valid accept sent beside a stale one was not applied and the record was
+// delivered again). Err is the Kafka error, e.g. INVALID_RECORD_STATE: the acquisition lock
+// had ended, the record is held by another member, or renew acknowledgements are disabled
+// for the group (share.renew.acknowledge.enable=false, KIP-1222).
+type AckError struct {
+	Topic     string
+	Partition int32
+	Err       error
+}
+
+func (e *AckError) Error() string {
+	return fmt.Sprintf("the brokers refused the acknowledgement on %s/%d: %v", e.Topic, e.Partition, e.Err)
+}
+
+func (e *AckError) Unwrap() error { return e.Err }
+
+// ackFlushTimeout bounds one flush of a member's acknowledgements.
+const ackFlushTimeout = 15 * time.Second
+
+// ackFlushResignal is how often a flush that has not drained signals kgo to send again.
+const ackFlushResignal = 20 * time.Millisecond
+
+// ackLogMax bounds the ack-result log; a waiter whose window was trimmed away is unconfirmed.
+const ackLogMax = 4096
 
 // NewShareMember joins group as a new member consuming topic; each poll acquires at most
 // maxRecords records, and a share fetch waits at most fetchWait at the broker for records
@@ -82,13 +132,121 @@ func NewShareMember(cfg Config, group, topic string, maxRecords int32, fetchWait
 	if err != nil {
 		return nil, err
 	}
+	m := &ShareMember{}
 	opts = append(opts, kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.ShareMaxRecords(maxRecords), kgo.ShareMaxRecordsStrict(),
-		kgo.FetchMaxWait(fetchWait))
+		kgo.FetchMaxWait(fetchWait), kgo.ShareAckCallback(m.onAckResults))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: share member: %w", err)
 	}
-	return &ShareMember{cl: cl}, nil
+	m.cl = cl
+	return m, nil
+}
+
+func (m *ShareMember) onAckResults(_ *kgo.Client, rs kgo.ShareAckResults) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.log = append(m.log, rs...)
+	if over := len(m.log) - ackLogMax; over > 0 {
+		m.log = append(m.log[:0:0], m.log[over:]...)
+		m.logBase += over
+	}
+}
+
+// Acknowledge acknowledges rec and waits for the brokers' answer: nil when they took it, an
+// *AckError when they refused its partition's acknowledgements, ErrAckUnconfirmed (wrapped)
+// when no answer came before ctx ended. The ack is marked on the record before Acknowledge
+// waits, so a later Poll never accepts the record in its place. Concurrent calls share
+// flushes.
+func (m *ShareMember) Acknowledge(ctx context.Context, rec *ShareRecord, t AckType) error {
+	done := m.AcknowledgeAsync(rec, t)
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrAckUnconfirmed, ctx.Err())
+	}
+}
+
+// AcknowledgeAsync marks the ack on rec now and returns a channel that receives the
+// brokers' answer (as Acknowledge returns it) once a flush covered it.
+func (m *ShareMember) AcknowledgeAsync(rec *ShareRecord, t AckType) <-chan error {
+	w := &ackWaiter{rec: rec, done: make(chan error, 1)}
+	m.mu.Lock()
+	w.seq = m.logBase + len(m.log)
+	rec.rec.Ack(t.kgo())
+	m.waiters = append(m.waiters, w)
+	if !m.flushing {
+		m.flushing = true
+		go m.flushLoop()
+	}
+	m.mu.Unlock()
+	return w.done
+}
+
+// flushLoop flushes the marked acks and answers their waiters from the results that
+// arrived since each was marked: any refusal of the waiter's partition in that window is
+// its refusal (the brokers answer per partition).
+func (m *ShareMember) flushLoop() {
+	for {
+		m.mu.Lock()
+		batch := m.waiters
+		m.waiters = nil
+		if len(batch) == 0 {
+			m.flushing = false
+			m.log, m.logBase = nil, m.logBase+len(m.log)
+			m.mu.Unlock()
+			return
+		}
+		m.mu.Unlock()
+		// FlushAcks sends what is pending when it is called and then waits for every pending
+		// ack, including ones marked after that request went out, which kgo otherwise sends
+		// only when its 1s ack timer fires (measured: half a second added per batch). Calling
+		// it again every ackFlushResignal sends those at once.
+		var err error
+		for deadline := time.Now().Add(ackFlushTimeout); ; {
+			ctx, cancel := context.WithTimeout(context.Background(), ackFlushResignal)
+			err = m.cl.FlushAcks(ctx)
+			cancel()
+			if err == nil || !time.Now().Before(deadline) {
+				break
+			}
+		}
+		m.mu.Lock()
+		for _, w := range batch {
+			w.done <- m.outcomeLocked(w, err)
+		}
+		if len(m.waiters) == 0 {
+			m.log, m.logBase = nil, m.logBase+len(m.log)
+		} else if min := m.waiters[0].seq; min > m.logBase {
+			drop := min - m.logBase
+			m.log, m.logBase = append(m.log[:0:0], m.log[drop:]...), min
+		}
+		m.mu.Unlock()
+	}
+}
+
+func (m *ShareMember) outcomeLocked(w *ackWaiter, flushErr error) error {
+	if w.seq < m.logBase {
+		return fmt.Errorf("%w: its answer was not kept", ErrAckUnconfirmed)
+	}
+	found := false
+	for _, r := range m.log[w.seq-m.logBase:] {
+		if r.Topic != w.rec.Topic || r.Partition != w.rec.Partition {
+			continue
+		}
+		found = true
+		if r.Err != nil {
+			return &AckError{Topic: r.Topic, Partition: r.Partition, Err: r.Err}
+		}
+	}
+	switch {
+	case flushErr != nil:
+		return fmt.Errorf("%w: %w", ErrAckUnconfirmed, flushErr)
+	case !found:
+		return fmt.Errorf("%w: no answer for %s/%d", ErrAckUnconfirmed, w.rec.Topic, w.rec.Partition)
+	}
+	return nil
 }
 
 // Poll waits until records are acquired or ctx ends, and returns at most max of them. A ctx
@@ -119,7 +277,8 @@ func (m *ShareMember) Poll(ctx context.Context, max int) ([]*ShareRecord, error)
 	return out, nil
 }
 
-// Flush sends every pending acknowledgement and waits for the brokers' answers.
+// Flush sends every pending acknowledgement and waits for the brokers' answers (their
+// outcomes are reported to Acknowledge's callers only).
 func (m *ShareMember) Flush(ctx context.Context) error { return m.cl.FlushAcks(ctx) }
 
 // Close leaves the group; records still held are released by the client.

@@ -23,7 +23,9 @@ func (c *Client) Receive(ctx context.Context, in ReceiveRequest) (ReceiveRespons
 	return out, c.post(ctx, "/v1/receive", in, &out)
 }
 
-// Ack acknowledges records (POST /v1/ack); per-record failures are in the results.
+// Ack acknowledges records (POST /v1/ack). Per-record outcomes are in the results; when any
+// acknowledgement was not taken the answer is not 200 and Ack returns the results with an
+// error naming the status.
 func (c *Client) Ack(ctx context.Context, in AckRequest) (AckResponse, error) {
 	var out AckResponse
 	return out, c.post(ctx, "/v1/ack", in, &out)
@@ -49,7 +51,10 @@ func (c *Client) post(ctx context.Context, path string, in, out any) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if ack, ok := out.(*AckResponse); ok && json.Unmarshal(msg, ack) == nil && len(ack.Results) > 0 {
+			return fmt.Errorf("%s: %s: not every acknowledgement was taken (see the results)", path, resp.Status)
+		}
 		return fmt.Errorf("%s: %s: %s", path, resp.Status, bytes.TrimSpace(msg))
 	}
 	return json.NewDecoder(resp.Body).Decode(out)

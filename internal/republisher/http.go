@@ -62,13 +62,22 @@ type AckRequest struct {
 	Acks []Ack `json:"acks"`
 }
 
-// AckResult is one acknowledgement's outcome; Error is empty on success.
+// AckResult is one acknowledgement's outcome; Error is empty on success, which means the
+// brokers took it (for renew: extended the lock).
 type AckResult struct {
-	ID    string `json:"id"`
-	Error string `json:"error,omitempty"`
+	ID string `json:"id"`
+	// Code is the HTTP status this acknowledgement alone would get: 200 taken; 400 bad type;
+	// 404 unknown id; 409 refused by the brokers, or its dead-letter write is retried; 410
+	// stale (lease or the brokers' lock ended, delivered again, acknowledged before); 503 not
+	// confirmed in time.
+	Code int `json:"code"`
+	// Reason names why it was not taken (a Refusal* constant); empty on success.
+	Reason string `json:"reason,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
-// AckResponse lists the outcome of each acknowledgement, in request order.
+// AckResponse lists the outcome of each acknowledgement, in request order. The HTTP status
+// is 200 when every acknowledgement was taken, else the code of the first that was not.
 type AckResponse struct {
 	Results []AckResult `json:"results"`
 }
@@ -134,9 +143,10 @@ func (r *Republisher) Handler() http.Handler {
 		out := AckResponse{Results: make([]AckResult, len(in.Acks))}
 		var wg sync.WaitGroup
 		for i, a := range in.Acks {
-			out.Results[i].ID = a.ID
+			out.Results[i].ID, out.Results[i].Code = a.ID, http.StatusOK
 			t, ok := ackTypes[a.Type]
 			if !ok {
+				out.Results[i].Code, out.Results[i].Reason = http.StatusBadRequest, "BadType"
 				out.Results[i].Error = fmt.Sprintf("type %q is not one of accept, release, reject, renew", a.Type)
 				continue
 			}
@@ -144,12 +154,25 @@ func (r *Republisher) Handler() http.Handler {
 			go func(i int, id string, t kafka.AckType) {
 				defer wg.Done()
 				if err := r.Ack(req.Context(), id, t); err != nil {
-					out.Results[i].Error = err.Error()
+					out.Results[i].Code, out.Results[i].Error = http.StatusInternalServerError, err.Error()
+					var rf *AckRefusal
+					if errors.As(err, &rf) {
+						out.Results[i].Code, out.Results[i].Reason = rf.Code, rf.Reason
+					}
 				}
 			}(i, a.ID, t)
 		}
 		wg.Wait()
-		writeJSON(w, out)
+		code := http.StatusOK
+		for _, res := range out.Results {
+			if res.Code != http.StatusOK {
+				code = res.Code
+				break
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(out)
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	return mux

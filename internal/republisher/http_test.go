@@ -31,8 +31,8 @@ func TestHTTPRefusesBadRequests(t *testing.T) {
 		{"/v1/receive", `{"maxRecords": 1} {"maxRecords": 2}`, 400, "more than one JSON value"},
 		{"/v1/ack", ``, 400, "body: empty"},
 		{"/v1/ack", `{"acks": [{"id": "x", "type": "accept", "extra": true}]}`, 400, `unknown field \"extra\"`},
-		{"/v1/ack", `{"acks": [{"id": "nope", "type": "accept"}, {"id": "x", "type": "maybe"}]}`, 200, `"error":"type \"maybe\" is not one of accept, release, reject, renew"`},
-		{"/v1/ack", `{"acks": [{"id": "nope", "type": "accept"}]}`, 200, "unknown or expired delivery id"},
+		{"/v1/ack", `{"acks": [{"id": "nope", "type": "accept"}, {"id": "x", "type": "maybe"}]}`, 404, `"error":"type \"maybe\" is not one of accept, release, reject, renew"`},
+		{"/v1/ack", `{"acks": [{"id": "nope", "type": "accept"}]}`, 404, `"reason":"UnknownDelivery"`},
 	} {
 		resp, err := http.Post(srv.URL+tc.path, "application/json", strings.NewReader(tc.body))
 		if err != nil {

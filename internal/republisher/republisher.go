@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -82,14 +83,68 @@ type Delivery struct {
 // rarely leaves a fetch in flight whose records would sit in a member until its next poll.
 const fetchWait = 500 * time.Millisecond
 
-// ErrUnknownID is returned for an ack whose id is not held (already acked, or lapsed).
+// ErrUnknownID is returned (wrapped in an *AckRefusal with code 404) for an ack whose id
+// this sidecar never handed out, or settled longer ago than it remembers (goneTTL).
 var ErrUnknownID = errors.New("republisher: unknown or expired delivery id")
 
+// Why an acknowledgement was not taken (AckRefusal.Reason, the API's results[].reason).
+const (
+	// RefusalUnknownDelivery (404): the id was never handed out here, or is forgotten.
+	RefusalUnknownDelivery = "UnknownDelivery"
+	// RefusalLeaseExpired (410): the application's lease lapsed first; the sidecar released
+	// the record (or dead-lettered it on its last attempt).
+	RefusalLeaseExpired = "LeaseExpired"
+	// RefusalLockExpired (410): the brokers' acquisition lock (share.record.lock.duration.ms,
+	// KIP-932) ended before the acknowledgement; the brokers deliver the record again.
+	RefusalLockExpired = "LockExpired"
+	// RefusalDeliveredAgain (410): the brokers delivered the record again (a higher delivery
+	// count) while this delivery was held: this delivery is stale.
+	RefusalDeliveredAgain = "DeliveredAgain"
+	// RefusalAlreadyAcknowledged (410): this delivery was acknowledged before.
+	RefusalAlreadyAcknowledged = "AlreadyAcknowledged"
+	// RefusalBrokerRefused (409): the brokers refused the acknowledgement (e.g.
+	// INVALID_RECORD_STATE: the lock had ended, another member holds the record, or renew
+	// acknowledgements are off, share.renew.acknowledge.enable=false, KIP-1222).
+	RefusalBrokerRefused = "BrokerRefused"
+	// RefusalDeadLetterPending (409): the record's dead-letter write failed and is retried.
+	RefusalDeadLetterPending = "DeadLetterPending"
+	// RefusalUnconfirmed (503): no answer from the brokers in time; the acknowledgement may
+	// or may not have been taken.
+	RefusalUnconfirmed = "Unconfirmed"
+)
+
+// AckRefusal is an acknowledgement the sidecar did not take, or the brokers refused. Code is
+// the HTTP status the API answers with it (404, 409, 410 or 503), Reason one of the
+// Refusal* constants.
+type AckRefusal struct {
+	ID     string
+	Code   int
+	Reason string
+	Detail string
+	Err    error
+}
+
+func (e *AckRefusal) Error() string {
+	return fmt.Sprintf("republisher: delivery %s: %s: %s", e.ID, e.Reason, e.Detail)
+}
+
+func (e *AckRefusal) Unwrap() error { return e.Err }
+
+// gone is what the sidecar remembers of a delivery it no longer holds, for goneTTL.
+type gone struct {
+	code   int
+	reason string
+	detail string
+	at     time.Time
+}
+
+// goneTTL is how long a settled or stale delivery's id is remembered for precise refusals.
+const goneTTL = 10 * time.Minute
+
 type member struct {
-	m     *kafka.ShareMember
-	busy  bool // records of its last poll are still held
-	held  int
-	armed bool // a flush of its acks is scheduled
+	m    *kafka.ShareMember
+	busy bool // records of its last poll are still held
+	held int
 }
 
 type held struct {
@@ -111,6 +166,17 @@ type held struct {
 	// superseded marks an entry whose record the brokers delivered again under the same id
 	// (see supersedeLocked).
 	superseded bool
+	// renewing is set while a renew of the brokers' lock is in flight (one at a time: the
+	// client drops a renew marked while another is pending).
+	renewing bool
+	// renewRefused is set once the brokers refused a sweep's renew (e.g. renew
+	// acknowledgements are off for the group): the sweep stops trying, and the lock lapses.
+	renewRefused bool
+}
+
+// lockLapsed reports whether the brokers' lock, as last confirmed, has ended at now.
+func (h *held) lockLapsed(now time.Time) bool {
+	return !h.brokerDeadline.IsZero() && !now.Before(h.brokerDeadline)
 }
 
 // Republisher is the sidecar's core. Its methods are safe for concurrent use.
@@ -122,6 +188,10 @@ type Republisher struct {
 	free     chan struct{} // signalled when a member becomes free
 	mu       sync.Mutex
 	held     map[string]*held
+	// bySource maps a source record (sourceKey) to its held delivery; gone remembers
+	// deliveries no longer held (by id) for goneTTL, so a late ack is refused precisely.
+	bySource map[string]*held
+	gone     map[string]gone
 	// firstSeen is when this process first acquired each source record (topic/partition/
 	// offset), kept across redeliveries until the record is settled here; entries of records
 	// that went elsewhere are pruned after firstSeenTTL.
@@ -180,7 +250,7 @@ func New(cfg kafka.Config, opts Options) (*Republisher, error) {
 	if opts.MaxRecords <= 0 {
 		opts.MaxRecords = 100
 	}
-	r := &Republisher{opts: opts, free: make(chan struct{}, opts.Members), held: map[string]*held{}, firstSeen: map[string]time.Time{}, m: newMetrics(opts.Registerer)}
+	r := &Republisher{opts: opts, free: make(chan struct{}, opts.Members), held: map[string]*held{}, bySource: map[string]*held{}, gone: map[string]gone{}, firstSeen: map[string]time.Time{}, m: newMetrics(opts.Registerer)}
 	r.pollCtx, r.stopPolls = context.WithCancel(context.Background())
 	p, err := kafka.NewProducer(cfg)
 	if err != nil {
@@ -313,7 +383,7 @@ func (r *Republisher) Receive(ctx context.Context, max int, wait time.Duration) 
 	fresh := recs[:0]
 	for _, rec := range recs {
 		if rec.DeliveryCount <= r.opts.MaxDeliveryAttempts && !rec.LockDeadline.IsZero() && time.Until(rec.LockDeadline) < time.Second {
-			rec.Ack(kafka.AckRelease)
+			mem.m.AcknowledgeAsync(rec, kafka.AckRelease)
 			continue
 		}
 		fresh = append(fresh, rec)
@@ -331,26 +401,28 @@ func (r *Republisher) Receive(ctx context.Context, max int, wait time.Duration) 
 		if old := r.held[id]; old != nil {
 			r.supersedeLocked(old)
 		}
+		if old := r.bySource[sourceKey(rec)]; old != nil && old.id != id {
+			// The brokers handed the record out again (its lock ended): the held delivery
+			// is stale, and an ack of it must not answer OK.
+			r.staleLocked(old, http.StatusGone, RefusalDeliveredAgain, fmt.Sprintf("the brokers delivered the record again as attempt %d; this delivery's lock had ended", rec.DeliveryCount))
+		}
 		if rec.DeliveryCount > r.opts.MaxDeliveryAttempts {
 			dead = append(dead, &held{id: id, rec: rec, mem: mem, firstSeen: seen, brokerDeadline: rec.LockDeadline, lockFor: rec.LockDeadline.Sub(now)})
 			continue
 		}
 		if draining {
 			// Shutdown began during the poll: nobody will ack it, give it back now.
-			rec.Ack(kafka.AckRelease)
+			mem.m.AcknowledgeAsync(rec, kafka.AckRelease)
 			continue
 		}
 		h := &held{id: id, rec: rec, mem: mem, firstSeen: seen, lease: now.Add(r.opts.Lease), brokerDeadline: rec.LockDeadline, lockFor: rec.LockDeadline.Sub(now)}
-		r.held[h.id] = h
+		r.holdLocked(h)
 		mem.held++
 		out = append(out, Delivery{ID: h.id, Record: rec, LeaseExpires: h.lease, DeliveryCount: rec.DeliveryCount})
 	}
 	mem.held += len(dead) // dead-lettered below, each settles once
 	handed := mem.held > 0
 	r.m.heldRecords.Set(float64(len(r.held)))
-	if !handed {
-		r.kickLocked(mem) // send the releases
-	}
 	r.mu.Unlock()
 	for _, h := range dead {
 		_ = r.settle(ctx, h, ReasonOverAttempted)
@@ -370,7 +442,7 @@ func (r *Republisher) Receive(ctx context.Context, max int, wait time.Duration) 
 // of it applies to the copy the brokers now lock; the old entry's member no longer waits
 // for it. An entry whose dead-letter write is running is left to that write to finish.
 func (r *Republisher) supersedeLocked(old *held) {
-	delete(r.held, old.id)
+	r.unholdLocked(old)
 	old.superseded, old.parked = true, false
 	if old.deadReason != "" && old.retrying {
 		return
@@ -410,6 +482,10 @@ func (r *Republisher) takeParked(max int) []Delivery {
 		if !h.parked || r.held[h.id] != h {
 			continue // acked, lapsed or shut down meanwhile
 		}
+		if h.lockLapsed(now) && h.rec.DeliveryCount <= r.opts.MaxDeliveryAttempts {
+			r.staleLocked(h, http.StatusGone, RefusalLockExpired, "the brokers' lock ended while the record waited for a receive")
+			continue
+		}
 		h.parked, h.lease = false, now.Add(r.opts.Lease)
 		out = append(out, Delivery{ID: h.id, Record: h.rec, LeaseExpires: h.lease, DeliveryCount: h.rec.DeliveryCount})
 	}
@@ -419,35 +495,63 @@ func (r *Republisher) takeParked(max int) []Delivery {
 	return out
 }
 
-// Ack acknowledges one held delivery: accept, release, reject or renew.
+// Ack acknowledges one held delivery: accept, release, reject or renew. It returns nil only
+// when the brokers took the acknowledgement (for a renew: extended the lock, and the lease
+// starts again); otherwise an *AckRefusal saying why: the id is unknown (404); the delivery
+// is stale — its lease or the brokers' lock ended, or the record was delivered again — (410);
+// the brokers refused it, or its dead-letter write is being retried (409); no answer came
+// (503). An acknowledgement known to be stale is not sent: the brokers refuse every
+// acknowledgement of a partition in a request that carries a stale one.
 func (r *Republisher) Ack(ctx context.Context, id string, t kafka.AckType) error {
+	if t < kafka.AckAccept || t > kafka.AckRenew {
+		return fmt.Errorf("republisher: unknown ack type %d", t)
+	}
 	r.mu.Lock()
 	h, ok := r.held[id]
 	if !ok {
+		g, known := r.gone[id]
 		r.mu.Unlock()
-		return ErrUnknownID
+		if known {
+			return &AckRefusal{ID: id, Code: g.code, Reason: g.reason, Detail: g.detail}
+		}
+		return &AckRefusal{ID: id, Code: http.StatusNotFound, Reason: RefusalUnknownDelivery, Detail: "this sidecar did not hand out this delivery, or forgot it", Err: ErrUnknownID}
 	}
 	if h.deadReason != "" {
 		r.mu.Unlock()
-		return fmt.Errorf("republisher: %s is being dead-lettered (%s); the write is retried", id, h.deadReason)
+		return &AckRefusal{ID: id, Code: http.StatusConflict, Reason: RefusalDeadLetterPending, Detail: fmt.Sprintf("being dead-lettered (%s); the write is retried", h.deadReason)}
+	}
+	now := time.Now()
+	if h.lockLapsed(now) && h.rec.DeliveryCount <= r.opts.MaxDeliveryAttempts {
+		detail := fmt.Sprintf("the brokers' lock ended at %s (share.record.lock.duration.ms); they deliver the record again", h.brokerDeadline.UTC().Format(time.RFC3339Nano))
+		r.staleLocked(h, http.StatusGone, RefusalLockExpired, detail)
+		r.mu.Unlock()
+		return &AckRefusal{ID: id, Code: http.StatusGone, Reason: RefusalLockExpired, Detail: detail}
 	}
 	if t == kafka.AckRenew {
-		now := time.Now()
-		h.lease = now.Add(r.opts.Lease)
-		r.renewLocked(h, now)
+		r.mu.Unlock()
+		if err := r.renew(ctx, h); err != nil {
+			return r.refusal(id, err, "renew")
+		}
+		r.mu.Lock()
+		if r.held[id] == h {
+			h.lease = time.Now().Add(r.opts.Lease)
+		}
 		r.mu.Unlock()
 		return nil
 	}
-	delete(r.held, id)
+	r.unholdLocked(h)
 	r.m.heldRecords.Set(float64(len(r.held)))
 	r.mu.Unlock()
 	last := h.rec.DeliveryCount >= r.opts.MaxDeliveryAttempts
 	switch t {
 	case kafka.AckAccept:
 		r.m.acks.WithLabelValues("accept").Inc()
+		err := h.mem.m.Acknowledge(ctx, h.rec, kafka.AckAccept)
 		r.forget(h.rec)
-		h.rec.Ack(kafka.AckAccept)
-		r.done(h.mem)
+		r.settled(h, err, "accept")
+		if err != nil {
+			return r.refusal(id, err, "accept")
+		}
 	case kafka.AckReject:
 		r.m.acks.WithLabelValues("reject").Inc()
 		return r.settle(ctx, h, ReasonRejected)
@@ -456,27 +560,108 @@ func (r *Republisher) Ack(ctx context.Context, id string, t kafka.AckType) error
 		if last {
 			return r.settle(ctx, h, ReasonReleasedLast)
 		}
-		h.rec.Ack(kafka.AckRelease)
-		r.done(h.mem)
-	default:
-		return fmt.Errorf("republisher: unknown ack type %d", t)
+		err := h.mem.m.Acknowledge(ctx, h.rec, kafka.AckRelease)
+		r.settled(h, err, "release")
+		if err != nil {
+			return r.refusal(id, err, "release")
+		}
 	}
 	return nil
 }
 
+// refusal turns a failed acknowledgement into the API's answer: refused by the brokers (409)
+// or unconfirmed (503).
+func (r *Republisher) refusal(id string, err error, what string) error {
+	var ae *kafka.AckError
+	if errors.As(err, &ae) {
+		if what != "renew" { // renew counts its own
+			r.m.refused.WithLabelValues(what).Inc()
+		}
+		return &AckRefusal{ID: id, Code: http.StatusConflict, Reason: RefusalBrokerRefused, Err: err,
+			Detail: fmt.Sprintf("the brokers refused the %s (%v): the record's lock had ended, another consumer holds it, or (renew) the group's share.renew.acknowledge.enable is false; a record not accepted is delivered again", what, ae.Err)}
+	}
+	var rf *AckRefusal
+	if errors.As(err, &rf) {
+		return rf
+	}
+	return &AckRefusal{ID: id, Code: http.StatusServiceUnavailable, Reason: RefusalUnconfirmed, Err: err,
+		Detail: fmt.Sprintf("the brokers did not confirm the %s in time (%v); it may or may not have been taken", what, err)}
+}
+
+// settled ends a delivery acknowledged by the application: remembered for late acks, and
+// its member freed once its batch is done.
+func (r *Republisher) settled(h *held, err error, what string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil {
+		r.goneLocked(h.id, http.StatusGone, RefusalAlreadyAcknowledged, "already acknowledged ("+what+")")
+	} else {
+		r.goneLocked(h.id, http.StatusConflict, RefusalBrokerRefused, fmt.Sprintf("an earlier %s was refused: %v", what, err))
+	}
+	r.doneLocked(h.mem)
+}
+
+// holdLocked records h as held; unholdLocked forgets it (if it is still the held entry).
+func (r *Republisher) holdLocked(h *held) {
+	r.held[h.id] = h
+	r.bySource[sourceKey(h.rec)] = h
+}
+
+func (r *Republisher) unholdLocked(h *held) {
+	if r.held[h.id] == h {
+		delete(r.held, h.id)
+	}
+	if k := sourceKey(h.rec); r.bySource[k] == h {
+		delete(r.bySource, k)
+	}
+}
+
+func (r *Republisher) goneLocked(id string, code int, reason, detail string) {
+	r.gone[id] = gone{code: code, reason: reason, detail: detail, at: time.Now()}
+}
+
+// staleLocked drops a held delivery the brokers no longer lock for it (its lock ended, or the
+// record was delivered again): nothing is sent for it (the brokers would refuse it, and with
+// it every acknowledgement of its partition in the same request), a later ack of its id is
+// refused with code and reason, and its member no longer waits for it. One whose dead-letter
+// write is running is left to that write.
+func (r *Republisher) staleLocked(h *held, code int, reason, detail string) {
+	r.unholdLocked(h)
+	r.goneLocked(h.id, code, reason, detail)
+	r.m.stale.WithLabelValues(reason).Inc()
+	r.m.heldRecords.Set(float64(len(r.held)))
+	if h.parked {
+		h.parked = false
+	}
+	if h.deadReason != "" && h.retrying {
+		h.superseded = true
+		return
+	}
+	h.superseded = true
+	r.doneLocked(h.mem)
+}
+
 // Sweep handles held records: a lapsed lease on the last attempt is dead-lettered, other
 // lapsed leases are released for another delivery, and a record whose application lease
-// outlasts the brokers' lock has the lock renewed before it runs out. Call it periodically
-// (Run does, every second).
+// outlasts the brokers' lock has the lock renewed before it runs out. A record whose lock
+// ended anyway (the brokers refused the renew) is no longer this sidecar's: it is dropped,
+// and the application's later ack of it is refused (LockExpired) — except on the reserved
+// attempt, where the brokers archive it and the dead-letter write is the only copy. Call it
+// periodically (Run does, every second).
 func (r *Republisher) Sweep(ctx context.Context) {
 	now := time.Now()
-	var lapsed []*held
-	var retry []*held
+	var lapsed, retry, renew []*held
 	r.mu.Lock()
-	for id, h := range r.held {
+	for _, h := range r.held {
+		reserved := h.rec.DeliveryCount > r.opts.MaxDeliveryAttempts
+		if h.lockLapsed(now) && !reserved && !(h.deadReason != "" && h.retrying) {
+			r.staleLocked(h, http.StatusGone, RefusalLockExpired, fmt.Sprintf("the brokers' lock ended at %s (share.record.lock.duration.ms) and was not renewed; they deliver the record again", h.brokerDeadline.UTC().Format(time.RFC3339Nano)))
+			continue
+		}
 		if h.deadReason == "" && now.After(h.lease) {
 			h.parked = false
-			delete(r.held, id)
+			r.unholdLocked(h)
+			r.goneLocked(h.id, http.StatusGone, RefusalLeaseExpired, "the lease lapsed before the acknowledgement; the sidecar gave the record back (or dead-lettered it on its last attempt)")
 			lapsed = append(lapsed, h)
 			continue
 		}
@@ -485,8 +670,8 @@ func (r *Republisher) Sweep(ctx context.Context) {
 			retry = append(retry, h)
 		}
 		margin := min(h.lockFor/2, 5*time.Second)
-		if !h.brokerDeadline.IsZero() && h.lease.After(h.brokerDeadline) && now.After(h.brokerDeadline.Add(-margin)) {
-			r.renewLocked(h, now)
+		if !h.renewing && !h.renewRefused && !h.brokerDeadline.IsZero() && h.lease.After(h.brokerDeadline) && now.After(h.brokerDeadline.Add(-margin)) {
+			renew = append(renew, h)
 		}
 	}
 	for k, t := range r.firstSeen {
@@ -494,8 +679,27 @@ func (r *Republisher) Sweep(ctx context.Context) {
 			delete(r.firstSeen, k)
 		}
 	}
+	for id, g := range r.gone {
+		if now.Sub(g.at) > goneTTL {
+			delete(r.gone, id)
+		}
+	}
 	r.m.heldRecords.Set(float64(len(r.held)))
 	r.mu.Unlock()
+	for _, h := range renew {
+		go func(h *held) {
+			if err := r.renew(context.Background(), h); err != nil {
+				var ae *kafka.AckError
+				if errors.As(err, &ae) {
+					r.mu.Lock()
+					h.renewRefused = true
+					r.mu.Unlock()
+				}
+				slog.Warn("the brokers did not renew the lock of a held record; it lapses at its deadline", "topic", h.rec.Topic, "partition", h.rec.Partition,
+					"offset", h.rec.Offset, "deliveryCount", h.rec.DeliveryCount, "lockEnds", h.brokerDeadline, "error", err)
+			}
+		}(h)
+	}
 	for _, h := range retry {
 		go func(h *held) { _ = r.settle(context.Background(), h, h.deadReason) }(h)
 	}
@@ -505,19 +709,47 @@ func (r *Republisher) Sweep(ctx context.Context) {
 			_ = r.settle(ctx, h, ReasonLeaseExpired)
 			continue
 		}
-		h.rec.Ack(kafka.AckRelease)
-		r.done(h.mem)
+		r.mu.Lock()
+		done := h.mem.m.AcknowledgeAsync(h.rec, kafka.AckRelease)
+		r.doneLocked(h.mem)
+		r.mu.Unlock()
+		go func() { <-done }()
 	}
 }
 
-// renewLocked extends the brokers' lock on a held record (AckRenew, Kafka 4.2+) and sends it.
-func (r *Republisher) renewLocked(h *held, now time.Time) {
-	h.rec.Ack(kafka.AckRenew)
-	if h.lockFor > 0 {
-		h.brokerDeadline = now.Add(h.lockFor)
+// renew extends the brokers' lock on a held record (AckRenew, KIP-1222, Kafka 4.2+) and waits
+// for their answer; only a renew they took moves brokerDeadline (to the send time plus the
+// lock duration). One renew per record is in flight at a time; a second caller waits for it
+// and sends its own.
+func (r *Republisher) renew(ctx context.Context, h *held) error {
+	for {
+		r.mu.Lock()
+		if !h.renewing {
+			h.renewing = true
+			r.mu.Unlock()
+			break
+		}
+		r.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", kafka.ErrAckUnconfirmed, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
+	sent := time.Now()
 	r.m.acks.WithLabelValues("renew").Inc()
-	r.kickLocked(h.mem)
+	err := h.mem.m.Acknowledge(ctx, h.rec, kafka.AckRenew)
+	r.mu.Lock()
+	h.renewing = false
+	if err == nil && h.lockFor > 0 {
+		h.brokerDeadline = sent.Add(h.lockFor)
+	}
+	r.mu.Unlock()
+	var ae *kafka.AckError
+	if errors.As(err, &ae) {
+		r.m.refused.WithLabelValues("renew").Inc()
+	}
+	return err
 }
 
 // Run sweeps lapsed leases every second until ctx ends.
@@ -560,8 +792,8 @@ func (r *Republisher) Shutdown(ctx context.Context) {
 	r.closed = true
 	r.parked = nil
 	var pending []*held
-	for id, h := range r.held {
-		delete(r.held, id)
+	for _, h := range r.held {
+		r.unholdLocked(h)
 		if h.deadReason != "" {
 			// Any ending other than accept archives a record on the reserved attempt, and a
 			// release here would only spend an attempt: make one last dead-letter write.
@@ -592,8 +824,40 @@ func (r *Republisher) Shutdown(ctx context.Context) {
 // source. If the write fails, the record is kept (its broker lock renewed) and the write is
 // retried by Sweep: releasing it instead could spend the reserved last attempt and let the
 // brokers archive it with no copy.
+//
+// A record is dead-lettered only while this sidecar holds its lock, so a record another
+// consumer holds is never dead-lettered: below the reserved attempt, a record whose lock
+// ended (or was delivered again) is not written — the brokers deliver it again, and on the
+// reserved attempt it comes back here — and the answer is a LockExpired refusal; a lock with
+// less than half its duration left is renewed first (a refused renew: a BrokerRefused
+// refusal, and the record is released). On the reserved attempt the brokers archive a record
+// whose lock ends, so nobody else can hold it and it is written regardless.
 func (r *Republisher) settle(ctx context.Context, h *held, reason string) error {
 	rec := h.rec
+	if rec.DeliveryCount <= r.opts.MaxDeliveryAttempts {
+		now := time.Now()
+		r.mu.Lock()
+		lapsed, superseded := h.lockLapsed(now), h.superseded
+		short := !h.brokerDeadline.IsZero() && h.brokerDeadline.Sub(now) < h.lockFor/2
+		r.mu.Unlock()
+		if lapsed || superseded {
+			detail := fmt.Sprintf("not dead-lettered: the brokers' lock ended at %s before the write, so they deliver the record again (as attempt %d; past the application's attempts it is dead-lettered then)", h.brokerDeadline.UTC().Format(time.RFC3339Nano), rec.DeliveryCount+1)
+			r.mu.Lock()
+			h.deadReason, h.retrying = "", false // this write ends here: staleLocked frees the member
+			r.staleLocked(h, http.StatusGone, RefusalLockExpired, detail)
+			r.mu.Unlock()
+			return &AckRefusal{ID: h.id, Code: http.StatusGone, Reason: RefusalLockExpired, Detail: detail}
+		}
+		if short {
+			if err := r.renew(ctx, h); err != nil {
+				// Not ours for long enough to write it safely: give it back while the lock
+				// still holds (another attempt is left below the reserved one).
+				rerr := h.mem.m.Acknowledge(ctx, rec, kafka.AckRelease)
+				r.settled(h, rerr, "release")
+				return r.refusal(h.id, fmt.Errorf("renewing the lock before the dead-letter write: %w", err), "renew")
+			}
+		}
+	}
 	headers := append([]kafka.Header{}, rec.Headers...)
 	headers = append(headers,
 		kafka.Header{Key: HeaderSourceTopic, Value: []byte(rec.Topic)},
@@ -617,26 +881,33 @@ func (r *Republisher) settle(ctx context.Context, h *held, reason string) error 
 		switch cur := r.held[h.id]; {
 		case r.closed:
 		case h.superseded || (cur != nil && cur != h):
-			// The brokers delivered the record again (supersedeLocked): that copy is live
-			// and goes through the application again; this acquisition has nothing to keep.
+			// The brokers delivered the record again (supersedeLocked, staleLocked): that
+			// copy is live and goes through the application again; this acquisition has
+			// nothing to keep.
 			r.doneLocked(h.mem)
 		default:
-			r.held[h.id] = h
+			r.holdLocked(h)
 			r.m.heldRecords.Set(float64(len(r.held)))
 		}
 		r.mu.Unlock()
-		return fmt.Errorf("republisher: dead-lettering %s/%d@%d to %s: %w (kept; the write is retried)", rec.Topic, rec.Partition, rec.Offset, r.opts.DeadLetterTopic, err)
+		return &AckRefusal{ID: h.id, Code: http.StatusConflict, Reason: RefusalDeadLetterPending, Err: err,
+			Detail: fmt.Sprintf("dead-lettering %s/%d@%d to %s: %v (kept; the write is retried)", rec.Topic, rec.Partition, rec.Offset, r.opts.DeadLetterTopic, err)}
 	}
 	r.m.deadLettered.WithLabelValues(reason).Inc()
 	r.forget(rec)
 	r.mu.Lock()
-	if r.held[h.id] == h {
-		delete(r.held, h.id)
-		r.m.heldRecords.Set(float64(len(r.held)))
-	}
+	r.unholdLocked(h)
+	r.m.heldRecords.Set(float64(len(r.held)))
 	r.mu.Unlock()
-	rec.Ack(kafka.AckAccept)
-	r.done(h.mem)
+	err := h.mem.m.Acknowledge(ctx, rec, kafka.AckAccept)
+	r.settled(h, err, "dead-letter accept")
+	if err != nil && rec.DeliveryCount <= r.opts.MaxDeliveryAttempts {
+		// Written, but the source accept was not taken: the brokers deliver it again, and
+		// the dead-letter topic will hold it twice (at least once).
+		slog.Error("dead-lettered, but the brokers did not take the source accept; the record is delivered again", "topic", rec.Topic,
+			"partition", rec.Partition, "offset", rec.Offset, "deliveryCount", rec.DeliveryCount, "reason", reason, "error", err)
+		return r.refusal(h.id, err, "accept after the dead-letter write")
+	}
 	return nil
 }
 
@@ -678,14 +949,8 @@ func (r *Republisher) takeMember(ctx context.Context) (*member, error) {
 	}
 }
 
-// done counts one settled record of mem and sends its ack soon; the member is free again when
-// none of its batch is left.
-func (r *Republisher) done(mem *member) {
-	r.mu.Lock()
-	r.doneLocked(mem)
-	r.mu.Unlock()
-}
-
+// doneLocked counts one settled record of mem; the member is free again when none of its
+// batch is left. (Acknowledgements flush themselves: ShareMember.Acknowledge.)
 func (r *Republisher) doneLocked(mem *member) {
 	mem.held--
 	if mem.held <= 0 && mem.busy {
@@ -696,28 +961,6 @@ func (r *Republisher) doneLocked(mem *member) {
 		default:
 		}
 	}
-	r.kickLocked(mem)
-}
-
-// ackFlushDelay coalesces the acks of one member into one ShareAcknowledge. Acks must not
-// wait for the whole batch: a record accepted early would otherwise stay locked at the brokers
-// and be delivered again when its lock ran out.
-const ackFlushDelay = 20 * time.Millisecond
-
-// kickLocked schedules a flush of mem's pending acks.
-func (r *Republisher) kickLocked(mem *member) {
-	if mem.armed {
-		return
-	}
-	mem.armed = true
-	time.AfterFunc(ackFlushDelay, func() {
-		r.mu.Lock()
-		mem.armed = false
-		r.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = mem.m.Flush(ctx)
-	})
 }
 
 func (r *Republisher) releaseMember(mem *member) {
@@ -778,6 +1021,8 @@ type metrics struct {
 	produceErrors prometheus.Counter
 	heldRecords   prometheus.Gauge
 	returned      prometheus.Counter
+	refused       *prometheus.CounterVec
+	stale         *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
@@ -795,8 +1040,12 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		returned: prometheus.NewCounter(prometheus.CounterOpts{Name: "kafkaqueues_republisher_records_returned_total",
 			Help: "Received records whose answer never reached the application (its client went away); handed to the next receive without spending an attempt."}),
 	}
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafkaqueues_republisher_acks_refused_total",
+		Help: "Acknowledgements the brokers refused (e.g. INVALID_RECORD_STATE), by type: accept, release, renew, dead-letter accept."}, []string{"type"})
+	m.stale = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafkaqueues_republisher_stale_deliveries_total",
+		Help: "Held deliveries dropped because the brokers no longer lock them for this sidecar, by reason: LockExpired, DeliveredAgain."}, []string{"reason"})
 	if reg != nil {
-		reg.MustRegister(m.received, m.acks, m.deadLettered, m.produceErrors, m.heldRecords, m.returned)
+		reg.MustRegister(m.received, m.acks, m.deadLettered, m.produceErrors, m.heldRecords, m.returned, m.refused, m.stale)
 	}
 	return m
 }
