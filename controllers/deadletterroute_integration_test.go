@@ -289,7 +289,7 @@ func TestDeletedDeadLetterTopicIsNoticedAndRecreated(t *testing.T) {
 	var routes []*kqv1.DeadLetterRoute
 	for _, name := range []string{"a", "b"} {
 		sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: kqv1.ShareQueueSpec{
-			ClusterRef: kqv1.ClusterReference{Name: "local"}, Topic: kqv1.QueueTopicSpec{Name: name + "-" + ns}}}
+			ClusterRef: kqv1.ClusterReference{Name: "local"}, GroupID: name + "-" + ns, Topic: kqv1.QueueTopicSpec{Name: name + "-" + ns}}}
 		if err := r.k8s.Create(ctx, sq); err != nil {
 			t.Fatal(err)
 		}
