@@ -335,10 +335,19 @@ func TestDriftPolicies(t *testing.T) {
 		}
 		return ""
 	})
-	got := r.waitQueue(t, enforce, kqv1.ConditionDriftDetected, metav1.ConditionFalse)
-	if c := findCondition(got.Status.Conditions, kqv1.ConditionDriftDetected); c.Reason != kqv1.ReasonDriftCorrected || !strings.Contains(c.Message, "share.record.lock.duration.ms=20000") {
-		t.Errorf("Enforce DriftDetected %+v", c)
-	}
+	// The brokers serve the corrected value before the reconcile's status patch lands: wait
+	// for the condition itself (it was False/NoDrift from the start).
+	eventually(t, 30*time.Second, func() string {
+		var o kqv1.ShareQueue
+		if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(enforce), &o); err != nil {
+			return err.Error()
+		}
+		if c := findCondition(o.Status.Conditions, kqv1.ConditionDriftDetected); c == nil || c.Status != metav1.ConditionFalse || c.Reason != kqv1.ReasonDriftCorrected || !strings.Contains(c.Message, "share.record.lock.duration.ms=20000") {
+			return fmt.Sprintf("Enforce DriftDetected %+v", c)
+		}
+		return ""
+	})
+	var got *kqv1.ShareQueue
 	if after := driftCorrectionsOf("group"); after <= before {
 		t.Errorf("kafkaqueues_drift_corrections_total{resource=group} did not grow: %v -> %v", before, after)
 	}
