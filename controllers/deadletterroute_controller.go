@@ -178,7 +178,12 @@ func (d *routeScope) readQueue(ctx context.Context) error {
 	sq := &d.sq
 	switch qm := reconcileMode(sq.Annotations); qm {
 	case kqv1.ReconcilePaused, reconcileInvalid:
-		return waiting(kqv1.ReasonPaused, fmt.Sprintf("ShareQueue %s has annotation %s=%q: its route reads and writes nothing either", sq.Name, kqv1.ReconcileAnnotation, sq.Annotations[kqv1.ReconcileAnnotation]))
+		// Held back like a paused route: suspended, not waiting.
+		pausedStatus(&dlr.Status.Conditions, kqv1.ReconcilePaused, "", d.gen)
+		msg := fmt.Sprintf("ShareQueue %s has annotation %s=%q: its route reads and writes nothing either", sq.Name, kqv1.ReconcileAnnotation, sq.Annotations[kqv1.ReconcileAnnotation])
+		setCondition(&dlr.Status.Conditions, kqv1.ConditionReconciling, condInput{metav1.ConditionFalse, kqv1.ReasonPaused, msg}, d.gen)
+		dlr.Status.ObservedGeneration = d.gen
+		return errDone
 	case kqv1.ReconcileObserveOnly, kqv1.ReconcilePlan:
 		if d.mode == kqv1.ReconcileActive {
 			d.mode = qm

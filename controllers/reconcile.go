@@ -174,15 +174,27 @@ func (s *scope) warn(rec events.EventRecorder, reason, action, msg string) {
 }
 
 // pausedStatus reports an object whose kafkaqueues.io/reconcile annotation is Paused or not a
-// known mode: nothing is read or written, Reconciling and Stalled say why, and Ready is
-// removed (heldBack): nothing was observed, so there is no claim about Kafka to make. The
-// other conditions keep the observedGeneration of the pass that set them. Pure.
+// known mode (or, for a route, whose queue's is): nothing is read or written, Reconciling and
+// Stalled say why, Ready is removed (heldBack), and every other condition about Kafka
+// (TopicReady, GroupConfigured, RouteActive, Connected, ...) becomes Unknown, "not observed":
+// nothing is read, so no earlier claim stands. Conflict, an ownership verdict among
+// Kubernetes objects, is kept. Pure.
 func pausedStatus(conds *[]metav1.Condition, mode, annotation string, gen int64) {
 	in := condInput{metav1.ConditionFalse, kqv1.ReasonPaused, "annotation kafkaqueues.io/reconcile=Paused: nothing is read or written"}
 	if mode == reconcileInvalid {
 		in = condInput{metav1.ConditionFalse, kqv1.ReasonInvalidReconcileMode, fmt.Sprintf("annotation kafkaqueues.io/reconcile=%q is not one of Active, Paused, ObserveOnly, Plan; nothing is read or written until it is fixed", annotation)}
 	}
 	heldBack(conds, in, gen)
+	// No earlier verdict about Kafka stands while nothing is read.
+	for _, c := range *conds {
+		switch c.Type {
+		case kqv1.ConditionReconciling, kqv1.ConditionStalled, kqv1.ConditionConflict:
+		default:
+			if c.Status != metav1.ConditionUnknown || c.Reason != in.Reason {
+				setCondition(conds, c.Type, condInput{metav1.ConditionUnknown, in.Reason, "not observed: " + in.Message}, gen)
+			}
+		}
+	}
 }
 
 // markNotEvaluated sets each of types to Unknown when it was last evaluated at another

@@ -158,3 +158,71 @@ func TestRouteOfAQueueInConflictWritesNothing(t *testing.T) {
 		t.Errorf("the intruder's route created its dead-letter topic: %v %+v", err, ts)
 	}
 }
+
+// Found by the adversarial round on issue 19: a group id taken by a classic group after the
+// queue was Ready went unnoticed until the resync. The topic watch's ListGroups notices it
+// within seconds; and a paused queue makes no claim about Kafka, nor does its route.
+func TestKafkaChangesUnderneathAreNoticed(t *testing.T) {
+	r := startRig(t)
+	ns := r.newNamespace(t)
+	r.newCluster(t, ns)
+	ctx := ctxFor(t)
+	group := "late-" + ns
+	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late"}, Spec: kqv1.ShareQueueSpec{
+		ClusterRef: kqv1.ClusterReference{Name: "local"}, GroupID: group, Topic: kqv1.QueueTopicSpec{Name: group}}}
+	if err := r.k8s.Create(ctx, sq); err != nil {
+		t.Fatal(err)
+	}
+	r.waitQueue(t, sq, kqv1.ConditionReady, metav1.ConditionTrue)
+	makeConsumerGroup(t, []string{r.kafka.Bootstrap()}, "late-src-"+ns, group)
+	got := r.waitQueue(t, sq, kqv1.ConditionConflict, metav1.ConditionTrue)
+	if c := findCondition(got.Status.Conditions, kqv1.ConditionConflict); c.Reason != kqv1.ReasonGroupTypeConflict {
+		t.Errorf("Conflict %+v, want GroupTypeConflict", c)
+	}
+
+	// Paused: Ready removed, every condition about Kafka Unknown; its route suspended too.
+	paused := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "paused"}, Spec: kqv1.ShareQueueSpec{
+		ClusterRef: kqv1.ClusterReference{Name: "local"}, GroupID: "paused-" + ns, Topic: kqv1.QueueTopicSpec{Name: "paused-" + ns}}}
+	if err := r.k8s.Create(ctx, paused); err != nil {
+		t.Fatal(err)
+	}
+	r.waitQueue(t, paused, kqv1.ConditionReady, metav1.ConditionTrue)
+	route := &kqv1.DeadLetterRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "paused-dlq"}, Spec: kqv1.DeadLetterRouteSpec{QueueRef: kqv1.QueueReference{Name: "paused"}}}
+	if err := r.k8s.Create(ctx, route); err != nil {
+		t.Fatal(err)
+	}
+	r.waitRoute(t, route, kqv1.ConditionRouteActive, metav1.ConditionTrue)
+	cur := &kqv1.ShareQueue{}
+	if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(paused), cur); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(cur.DeepCopy())
+	cur.Annotations = map[string]string{kqv1.ReconcileAnnotation: kqv1.ReconcilePaused}
+	if err := r.k8s.Patch(ctx, cur, patch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() string {
+		var q kqv1.ShareQueue
+		var d kqv1.DeadLetterRoute
+		if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(paused), &q); err != nil {
+			return err.Error()
+		}
+		if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(route), &d); err != nil {
+			return err.Error()
+		}
+		for who, conds := range map[string][]metav1.Condition{"queue": q.Status.Conditions, "route": d.Status.Conditions} {
+			if c := findCondition(conds, kqv1.ConditionReady); c != nil {
+				return fmt.Sprintf("%s: Ready %+v while paused", who, c)
+			}
+			if c := findCondition(conds, kqv1.ConditionReconciling); c == nil || c.Status != metav1.ConditionFalse || c.Reason != kqv1.ReasonPaused {
+				return fmt.Sprintf("%s: Reconciling %+v, want False/Paused", who, c)
+			}
+			for _, typ := range []string{kqv1.ConditionTopicReady, kqv1.ConditionGroupConfigured, kqv1.ConditionRouteActive} {
+				if c := findCondition(conds, typ); c != nil && c.Status != metav1.ConditionUnknown {
+					return fmt.Sprintf("%s: %s %+v while nothing is read", who, typ, c)
+				}
+			}
+		}
+		return ""
+	})
+}

@@ -61,7 +61,7 @@ func SetupAll(mgr ctrl.Manager, pool *kafka.Pool, opts Options) error {
 		kafkaTimeout = 30 * time.Second
 	}
 	watch := &topicWatch{client: mgr.GetClient(), pool: pool, interval: opts.TopicCheckInterval, timeout: kafkaTimeout,
-		queues: make(chan event.GenericEvent), routes: make(chan event.GenericEvent), gone: map[string]bool{}}
+		queues: make(chan event.GenericEvent), routes: make(chan event.GenericEvent)}
 	if err := (&ShareQueueReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder,
 		ResyncInterval: opts.ResyncInterval, KafkaTimeout: opts.KafkaTimeout, Concurrency: opts.QueueConcurrency,

@@ -233,7 +233,7 @@ func (q *queueScope) checkOwnership(ctx context.Context) error {
 }
 
 // observe is the one round of Kafka reads: topic, topic and group configs, share group.
-func (q *queueScope) observe(context.Context) error {
+func (q *queueScope) observe(ctx context.Context) error {
 	sq := q.sq
 	obs, group, err := q.r.observe(q.kctx, q.cl, sq, q.kc.Status)
 	if err != nil {
@@ -242,6 +242,16 @@ func (q *queueScope) observe(context.Context) error {
 	}
 	obs.ReserveLastAttempt = sq.Status.DeadLetter != nil && sq.Status.DeadLetter.Mode == kqv1.DeadLetterModeRepublisher
 	q.obs, q.group = obs, group
+	if pinned := sq.Status.TopicID; pinned != "" && obs.Topic.Err == nil && obs.Topic.ID != "" && obs.Topic.ID != pinned {
+		// Another id than the pinned one is TopicIDChanged, a stall: first make sure the pin
+		// is not just stale in the cache (this queue recreated the topic a moment ago and its
+		// status write has not reached the informer yet).
+		var fresh kqv1.ShareQueue
+		if err := q.r.APIReader.Get(ctx, client.ObjectKeyFromObject(sq), &fresh); err == nil && fresh.ResourceVersion != sq.ResourceVersion {
+			q.requeueAfter = time.Second
+			return errDone
+		}
+	}
 	return nil
 }
 

@@ -451,7 +451,7 @@ func planTopic(p *queuePlan, sq *kqv1.ShareQueue, obs queueObservation, pol queu
 		p.Blocked = true
 		p.Partitions = obs.Topic.Partitions
 		p.TopicReady = condInput{metav1.ConditionFalse, kqv1.ReasonTopicIDChanged,
-			fmt.Sprintf("topic %s now has id %s but this ShareQueue pinned id %s: it was deleted and recreated outside the operator; nothing is written until an operator checks it", p.TopicName, obs.Topic.ID, sq.Status.TopicID)}
+			fmt.Sprintf("topic %s now has id %s but this ShareQueue pinned id %s: it was deleted and recreated outside the operator; nothing is written until a person checks it. To take the new topic over, delete this ShareQueue (its finalizer never deletes a topic whose id is not the pinned one) and create it again with adoptionPolicy Adopt or AdoptOrCreate", p.TopicName, obs.Topic.ID, sq.Status.TopicID)}
 	case pol.adoption == kqv1.AdoptionPolicyCreate && sq.Status.TopicID == "" && sq.Status.TopicCreationStarted != nil:
 		// Our own CreateTopics whose result was never recorded (manager stopped, response
 		// lost): the topic is ours.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -12,16 +13,22 @@ import (
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
 )
 
-// topicWatch notices topics deleted outside the operator within one interval instead of at
-// the next resync (--queue-resync-interval, 10 m): every interval it reads, for each
-// connected KafkaCluster, the metadata of every queue topic the operator created or adopted
-// (status.topicId set) and every dead-letter topic a route acts on (status.topicName set), in
-// one Metadata request per cluster (joined with the reconciles' own reads when batching is
-// on), and enqueues the ShareQueues and DeadLetterRoutes whose topic is gone. Their reconciles
-// then say so (a Warning event: TopicDeleted, DeadLetterTopicDeleted) and act as their
-// policies say (a dead-letter topic is recreated at once). An object is enqueued once per
-// disappearance, not at every interval while its topic stays missing. It runs on the leader
-// only; an interval of 0 turns it off.
+// topicWatch notices what happens to Kafka outside the operator within one interval instead of
+// at the next resync (--queue-resync-interval, 10 m): every interval, for each connected
+// KafkaCluster, one Metadata request names every queue topic the operator pinned
+// (status.topicId) and every dead-letter topic a route acts on (status.topicName), and one
+// ListGroups request (filtered to classic, consumer and streams groups) names their group ids;
+// both are joined with the reconciles' own reads when batching is on. It enqueues
+//   - a queue whose topic is gone or has another id than the one it pinned, and a route whose
+//     dead-letter topic is gone, while its status still claims the topic
+//     (TopicReady / RouteActive True);
+//   - a queue or route whose group id another group type now holds, while its status does
+//     not say so yet.
+//
+// Their reconciles then report it and act as their policies say (a dead-letter topic is
+// recreated at once, with a DeadLetterTopicDeleted Warning). Objects in any reconcile mode but
+// Paused are checked: Plan and ObserveOnly report what they see. It runs on the leader only;
+// an interval of 0 turns it off.
 type topicWatch struct {
 	client   client.Reader // the manager's cache
 	pool     *kafka.Pool
@@ -29,9 +36,6 @@ type topicWatch struct {
 	timeout  time.Duration
 	queues   chan event.GenericEvent
 	routes   chan event.GenericEvent
-	// gone remembers the objects enqueued for a missing topic ("q/ns/name" or "r/ns/name"
-	// with the topic), so they are enqueued again only after the topic was seen back.
-	gone map[string]bool
 }
 
 // NeedLeaderElection: only the leader acts on what the watch finds.
@@ -54,90 +58,139 @@ func (w *topicWatch) Start(ctx context.Context) error {
 	}
 }
 
-// watchedTopic is an object whose topic the watch checks.
-type watchedTopic struct {
-	key string
-	obj client.Object
-	ch  chan event.GenericEvent
+// watched is an object the watch checks: its topic and group, whether its status claims
+// the topic (so a missing one must be reported) and the group (not yet a type conflict).
+type watched struct {
+	obj          client.Object
+	ch           chan event.GenericEvent
+	topic, group string
+	pinnedID     string // a queue's status.topicId
+	claimsTopic  bool
+	claimsGroup  bool
+	// reportsNewID: the queue already reports a topic id other than its pin (TopicIDChanged).
+	reportsNewID bool
 }
 
-// check is one round: per connected cluster, one read of all its watched topics.
+// check is one round: per connected cluster, one read of its watched topics and groups.
 func (w *topicWatch) check(ctx context.Context) {
 	logger := log.FromContext(ctx).WithName("topicwatch")
 	var clusters kqv1.KafkaClusterList
 	if err := w.client.List(ctx, &clusters); err != nil {
 		return
 	}
-	seen := map[string]bool{}
 	for i := range clusters.Items {
 		kc := &clusters.Items[i]
-		if c := findCondition(kc.Status.Conditions, kqv1.ConditionConnected); c == nil || c.Status != "True" {
+		if c := findCondition(kc.Status.Conditions, kqv1.ConditionConnected); c == nil || c.Status != metav1.ConditionTrue {
 			continue
 		}
 		cl, ok := w.pool.Peek(clusterKey(kc))
 		if !ok {
 			continue
 		}
-		byTopic := map[string][]watchedTopic{}
-		var queues kqv1.ShareQueueList
-		if err := w.client.List(ctx, &queues, client.InNamespace(kc.Namespace), client.MatchingFields{clusterRefIndex: kc.Name}); err != nil {
+		objs, err := w.watchedOf(ctx, kc)
+		if err != nil || len(objs) == 0 {
 			continue
 		}
-		for j := range queues.Items {
-			sq := &queues.Items[j]
-			if sq.Status.TopicID == "" || sq.Status.TopicName == "" || !sq.DeletionTimestamp.IsZero() || reconcileMode(sq.Annotations) != kqv1.ReconcileActive {
-				continue
+		topicSet, groupSet := map[string]bool{}, map[string]bool{}
+		for _, o := range objs {
+			topicSet[o.topic] = true
+			if o.group != "" {
+				groupSet[o.group] = true
 			}
-			byTopic[sq.Status.TopicName] = append(byTopic[sq.Status.TopicName], watchedTopic{"q/" + sq.Namespace + "/" + sq.Name + "/" + sq.Status.TopicName, sq, w.queues})
-		}
-		var routes kqv1.DeadLetterRouteList
-		if err := w.client.List(ctx, &routes, client.InNamespace(kc.Namespace)); err != nil {
-			continue
-		}
-		for j := range routes.Items {
-			d := &routes.Items[j]
-			if d.Status.ClusterName != kc.Name || d.Status.TopicName == "" || !d.DeletionTimestamp.IsZero() || reconcileMode(d.Annotations) != kqv1.ReconcileActive {
-				continue
-			}
-			byTopic[d.Status.TopicName] = append(byTopic[d.Status.TopicName], watchedTopic{"r/" + d.Namespace + "/" + d.Name + "/" + d.Status.TopicName, d, w.routes})
-		}
-		if len(byTopic) == 0 {
-			continue
-		}
-		names := make([]string, 0, len(byTopic))
-		for n := range byTopic {
-			names = append(names, n)
 		}
 		rctx, cancel := context.WithTimeout(ctx, w.timeout)
-		topics, err := cl.DescribeTopics(rctx, names...)
+		topics, terr := cl.DescribeTopics(rctx, keys(topicSet)...)
+		types, gerr := cl.OtherGroupTypes(rctx, keys(groupSet)...)
 		cancel()
-		if err != nil {
-			logger.V(1).Info("reading topic metadata failed", "kafkaCluster", clusterKey(kc), "error", err.Error())
-			continue
+		if terr != nil {
+			logger.V(1).Info("reading topic metadata failed", "kafkaCluster", clusterKey(kc), "error", terr.Error())
 		}
-		for name, objs := range byTopic {
-			tp, ok := topics[name]
-			missing := ok && kafka.IsNotFound(tp.Err)
-			for _, o := range objs {
-				seen[o.key] = true
+		if gerr != nil {
+			logger.V(1).Info("listing groups failed", "kafkaCluster", clusterKey(kc), "error", gerr.Error())
+		}
+		for _, o := range objs {
+			why := ""
+			if tp, ok := topics[o.topic]; terr == nil && ok {
 				switch {
-				case !missing:
-					delete(w.gone, o.key)
-				case !w.gone[o.key]:
-					w.gone[o.key] = true
-					logger.Info("topic deleted outside the operator", "kafkaCluster", clusterKey(kc), "topic", name, "object", o.key)
-					select {
-					case o.ch <- event.GenericEvent{Object: o.obj}:
-					case <-ctx.Done():
-						return
-					}
+				case kafka.IsNotFound(tp.Err) && o.claimsTopic:
+					why = "topic " + o.topic + " was deleted outside the operator"
+				case tp.Err == nil && o.pinnedID != "" && tp.ID != "" && tp.ID != o.pinnedID && !o.reportsNewID:
+					why = "topic " + o.topic + " has another id than the one pinned"
 				}
+			}
+			if typ := types[o.group]; why == "" && gerr == nil && typ != "" && o.claimsGroup {
+				why = "group " + o.group + " is now a " + typ + " group"
+			}
+			if why == "" {
+				continue
+			}
+			logger.Info("Kafka changed outside the operator", "kafkaCluster", clusterKey(kc), "object", o.obj.GetNamespace()+"/"+o.obj.GetName(), "why", why)
+			select {
+			case o.ch <- event.GenericEvent{Object: o.obj}:
+			case <-ctx.Done():
+				return
 			}
 		}
 	}
-	for k := range w.gone {
-		if !seen[k] {
-			delete(w.gone, k) // the object or its topic name is gone
-		}
+}
+
+// watchedOf lists the queues and routes of kc whose Kafka state the watch checks.
+func (w *topicWatch) watchedOf(ctx context.Context, kc *kqv1.KafkaCluster) ([]watched, error) {
+	var out []watched
+	var queues kqv1.ShareQueueList
+	if err := w.client.List(ctx, &queues, client.InNamespace(kc.Namespace), client.MatchingFields{clusterRefIndex: kc.Name}); err != nil {
+		return nil, err
 	}
+	for j := range queues.Items {
+		sq := &queues.Items[j]
+		if sq.Status.TopicID == "" || sq.Status.TopicName == "" || !sq.DeletionTimestamp.IsZero() || heldBackMode(sq.Annotations) {
+			continue
+		}
+		out = append(out, watched{obj: sq, ch: w.queues, topic: sq.Status.TopicName, group: sq.Status.GroupID, pinnedID: sq.Status.TopicID,
+			claimsTopic:  conditionIs(sq.Status.Conditions, kqv1.ConditionTopicReady, metav1.ConditionTrue),
+			claimsGroup:  !conditionReason(sq.Status.Conditions, kqv1.ConditionConflict, kqv1.ReasonGroupTypeConflict),
+			reportsNewID: hasReason(sq.Status.Conditions, kqv1.ConditionTopicReady, kqv1.ReasonTopicIDChanged)})
+	}
+	var routes kqv1.DeadLetterRouteList
+	if err := w.client.List(ctx, &routes, client.InNamespace(kc.Namespace)); err != nil {
+		return nil, err
+	}
+	for j := range routes.Items {
+		d := &routes.Items[j]
+		if d.Status.ClusterName != kc.Name || d.Status.TopicName == "" || !d.DeletionTimestamp.IsZero() || heldBackMode(d.Annotations) {
+			continue
+		}
+		active := conditionIs(d.Status.Conditions, kqv1.ConditionRouteActive, metav1.ConditionTrue)
+		out = append(out, watched{obj: d, ch: w.routes, topic: d.Status.TopicName, group: d.Status.GroupID, claimsTopic: active, claimsGroup: active})
+	}
+	return out, nil
+}
+
+// heldBackMode reports the reconcile modes in which nothing is read (Paused, an invalid value).
+func heldBackMode(annotations map[string]string) bool {
+	m := reconcileMode(annotations)
+	return m == kqv1.ReconcilePaused || m == reconcileInvalid
+}
+
+func conditionIs(conds []metav1.Condition, typ string, status metav1.ConditionStatus) bool {
+	c := findCondition(conds, typ)
+	return c != nil && c.Status == status
+}
+
+func conditionReason(conds []metav1.Condition, typ, reason string) bool {
+	c := findCondition(conds, typ)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == reason
+}
+
+func hasReason(conds []metav1.Condition, typ, reason string) bool {
+	c := findCondition(conds, typ)
+	return c != nil && c.Reason == reason
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }

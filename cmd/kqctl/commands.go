@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -153,6 +154,26 @@ func planImport(ctx context.Context, c client.Client, ns string, res *sqsimport.
 		pv.ExpectRoute(dlr) // the queue is planned with its route (a reserved attempt)
 	}
 	var out []string
+	// The apiserver's verdict first, as kubectl apply would meet it: an object of that name
+	// that exists already would be changed (or refused, for an immutable field).
+	for _, obj := range []client.Object{sq, dlr} {
+		if obj == nil || reflect.ValueOf(obj).IsNil() {
+			continue
+		}
+		kind := obj.GetObjectKind().GroupVersionKind().Kind
+		existing := obj.DeepCopyObject().(client.Object)
+		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), existing); err == nil {
+			out = append(out, fmt.Sprintf("%s %s/%s already exists: applying this output would change it; import under another --name, or compare with `kubectl diff`", kind, ns, obj.GetName()))
+		}
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			return append(out, err.Error())
+		}
+		probe := &unstructured.Unstructured{Object: u}
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(probe), client.DryRunAll, client.FieldOwner(planFieldOwner), client.ForceOwnership); err != nil {
+			out = append(out, fmt.Sprintf("%s %s/%s refused by the apiserver (server-side dry run): %v", kind, ns, obj.GetName(), err))
+		}
+	}
 	p, err := pv.Preview(ctx, sq)
 	if err != nil {
 		return append(out, fmt.Sprintf("ShareQueue %s cannot be planned: %v", sq.Name, err))

@@ -422,6 +422,14 @@ func TestImportedManifestsBecomeReady(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+	// Imported again under the same name, the check says the output would change the live
+	// objects (found by the adversarial round: it said "would become Ready").
+	out.Reset()
+	errOut.Reset()
+	err := runImportSQS([]string{"--kubeconfig", kubeconfig, "-f", "../../internal/sqsimport/testdata/max-receive-1.json", "--name", "kq-imported", "-n", "default", "--kafka-cluster", "local"}, &out, &errOut)
+	if err == nil || !strings.Contains(errOut.String(), "ShareQueue default/kq-imported already exists: applying this output would change it") {
+		t.Errorf("import over live objects: err %v\n%s", err, errOut.String())
+	}
 }
 
 // Found by the adversarial round (each a regression test):
