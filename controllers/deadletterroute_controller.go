@@ -204,6 +204,22 @@ func (d *routeScope) readQueue(ctx context.Context) error {
 	return nil
 }
 
+// reservableAttempts is the attempts the application gets under a Republisher route: the
+// queue's (ApplicationAttempts), or with boundsPolicy Clamp, when that plus the reserved
+// attempt is above the brokers' group.share.max.delivery.count.limit, one less than that
+// maximum (the queue clamps the group's limit to it and the republisher keeps the last). 0
+// when unknown.
+func reservableAttempts(sq *kqv1.ShareQueue, cs kqv1.KafkaClusterStatus) int32 {
+	attempts, ok := sq.ApplicationAttempts(cs)
+	if !ok {
+		return 0
+	}
+	if b := cs.ShareBounds; sq.Spec.BoundsPolicy == kqv1.BoundsPolicyClamp && b != nil && b.DeliveryCountLimit.Max != nil && int64(attempts)+1 > int64(*b.DeliveryCountLimit.Max) {
+		return int32(*b.DeliveryCountLimit.Max) - 1
+	}
+	return attempts
+}
+
 // queueOwnership reads a queue's ownership verdict from its status: pending until its
 // reconcile checked ownership at its current generation (Conflict condition); conflict is the
 // queue's Conflict message, and reason its reason (Conflict, GroupTypeConflict), when another
@@ -242,7 +258,7 @@ func (d *routeScope) connect(ctx context.Context) error {
 		return &waitError{Reason: kqv1.ReasonClusterNotReady, Message: fmt.Sprintf("KafkaCluster %s: %v", kc.Name, err), Cause: err}
 	}
 	d.cl = cl
-	attempts, _ := sq.ApplicationAttempts(kc.Status) // 0: unknown
+	attempts := reservableAttempts(sq, kc.Status) // 0: unknown
 	d.obs = routeObservation{Cluster: kc.Status, QueueTopic: sq.KafkaTopicName(), GroupID: sq.KafkaGroupID(), QueueAttempts: attempts}
 	return nil
 }

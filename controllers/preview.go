@@ -635,7 +635,7 @@ func (p *Previewer) PreviewRoute(ctx context.Context, dlr *kqv1.DeadLetterRoute)
 	if err != nil {
 		return nil, fmt.Errorf("ShareQueue %s spec.clusterRef.name %q: %w", queueKey, sq.Spec.ClusterRef.Name, err)
 	}
-	attempts, _ := sq.ApplicationAttempts(kc.Status)
+	attempts := reservableAttempts(sq, kc.Status)
 	obs := routeObservation{Cluster: kc.Status, QueueTopic: sq.KafkaTopicName(), GroupID: sq.KafkaGroupID(), QueueAttempts: attempts}
 	topicName := dlr.KafkaTopicName(obs.QueueTopic, kc.Status)
 	if out.Conflict == "" {

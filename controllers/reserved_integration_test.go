@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,4 +74,66 @@ func TestReservedAttemptIsShownApart(t *testing.T) {
 	if e := pv.Effective; e.MaxDeliveryAttempts == nil || e.MaxDeliveryAttempts.Value != "5" || e.ReservedAttempts == nil || *e.ReservedAttempts != 1 {
 		t.Errorf("Preview.Effective %+v, want maxDeliveryAttempts 5 and reservedAttempts 1", e)
 	}
+}
+
+// Found by the adversarial round: at the brokers' maximum (group.share.max.delivery.count.limit
+// 10), a Republisher queue asking 10 attempts read "maxDeliveryAttempts 11 is above …", and
+// the remedy it named, boundsPolicy Clamp, left the route inactive for good (it wanted 11).
+// Now the message names the reserve, and with Clamp the queue writes 10, the application gets
+// 9, the republisher keeps the last, and the route is active.
+func TestClampedReserveKeepsTheRouteActive(t *testing.T) {
+	r := startRig(t)
+	ns := r.newNamespace(t)
+	r.newCluster(t, ns)
+	ctx := ctxFor(t)
+	group := "jobs10-" + ns
+	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "jobs"}, Spec: kqv1.ShareQueueSpec{
+		ClusterRef: kqv1.ClusterReference{Name: "local"}, Topic: kqv1.QueueTopicSpec{Name: group}, GroupID: group,
+		Delivery: kqv1.DeliverySpec{MaxDeliveryAttempts: ptr.To[int32](10)}}}
+	if err := r.k8s.Create(ctx, sq); err != nil {
+		t.Fatal(err)
+	}
+	r.waitQueue(t, sq, kqv1.ConditionReady, metav1.ConditionTrue)
+	dlr := &kqv1.DeadLetterRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "jobs-dead"}, Spec: kqv1.DeadLetterRouteSpec{
+		QueueRef: kqv1.QueueReference{Name: "jobs"}, Mode: kqv1.DeadLetterModeRepublisher}}
+	if err := r.k8s.Create(ctx, dlr); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() string {
+		var q kqv1.ShareQueue
+		if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(sq), &q); err != nil {
+			return err.Error()
+		}
+		c := findCondition(q.Status.Conditions, kqv1.ConditionConfigValid)
+		if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "delivery.maxDeliveryAttempts 10 plus the republisher's reserved attempt (share.delivery.count.limit=11) is above the brokers' maximum") {
+			return fmt.Sprintf("ConfigValid %+v", c)
+		}
+		return ""
+	})
+	cur := &kqv1.ShareQueue{}
+	if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(sq), cur); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(cur.DeepCopy())
+	cur.Spec.BoundsPolicy = kqv1.BoundsPolicyClamp
+	if err := r.k8s.Patch(ctx, cur, patch); err != nil {
+		t.Fatal(err)
+	}
+	r.waitRoute(t, dlr, kqv1.ConditionRouteActive, metav1.ConditionTrue)
+	waitConfig(t, r.admin, kafka.ResourceKey{Type: kafka.GroupResource, Name: group}, deliveryCountLimitConfig, func(e kafka.ConfigEntry) string {
+		if e.Value != "10" {
+			return fmt.Sprintf("%s = %q, want 10 (clamped)", deliveryCountLimitConfig, e.Value)
+		}
+		return ""
+	})
+	eventually(t, 30*time.Second, func() string {
+		var q kqv1.ShareQueue
+		if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(sq), &q); err != nil {
+			return err.Error()
+		}
+		if e := q.Status.Effective; e == nil || e.MaxDeliveryAttempts == nil || e.MaxDeliveryAttempts.Value != "9" || ptr.Deref(e.ReservedAttempts, -1) != 1 {
+			return fmt.Sprintf("status.effective %+v, want maxDeliveryAttempts 9 and reservedAttempts 1", e)
+		}
+		return ""
+	})
 }

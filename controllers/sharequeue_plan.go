@@ -387,7 +387,7 @@ func planQueue(sq *kqv1.ShareQueue, obs queueObservation) queuePlan {
 		p.Effective = p.EffectiveNow
 	}
 	if obs.ReserveLastAttempt {
-		if attempts, ok := sq.ApplicationAttempts(obs.Cluster); ok {
+		if attempts := reservableAttempts(sq, obs.Cluster); attempts > 0 {
 			showReserve(&p.EffectiveNow, attempts)
 			showReserve(&p.Effective, attempts)
 		}
@@ -559,11 +559,20 @@ func planDeliverySetting(s deliverySetting, spec *kqv1.ShareQueueSpec, obs queue
 			if side == "max." {
 				rel = "above the brokers' maximum"
 			}
+			what := s.Field + " " + specValue(s, want)
+			if obs.ReserveLastAttempt && s.Config == deliveryCountLimitConfig {
+				// The value the user wrote, and the reserve that makes the group's limit.
+				n, _ := strconv.ParseInt(want, 10, 64)
+				what = fmt.Sprintf("%s %d plus the republisher's reserved attempt (%s=%s)", s.Field, n-1, s.Config, want)
+			}
 			if spec.BoundsPolicy == kqv1.BoundsPolicyClamp {
-				d.Clamped = fmt.Sprintf("%s %s is %s %s; wrote %s", s.Field, specValue(s, want), rel, boundText(s, side, c), displayValue(s.Kind, strconv.FormatInt(c, 10)))
+				d.Clamped = fmt.Sprintf("%s is %s %s; wrote %s", what, rel, boundText(s, side, c), displayValue(s.Kind, strconv.FormatInt(c, 10)))
+				if obs.ReserveLastAttempt && s.Config == deliveryCountLimitConfig {
+					d.Clamped += fmt.Sprintf(": the application gets %d attempts and the republisher keeps the last", c-1)
+				}
 				write, source = strconv.FormatInt(c, 10), kqv1.SourceClamped
 			} else {
-				d.Invalid = fmt.Sprintf("%s %s is %s %s", s.Field, specValue(s, want), rel, boundText(s, side, c))
+				d.Invalid = fmt.Sprintf("%s is %s %s", what, rel, boundText(s, side, c))
 				return d // rejected: keep what is live
 			}
 		}
