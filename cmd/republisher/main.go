@@ -8,10 +8,10 @@
 // mounted files (an OAUTHBEARER token), never from flags, and are never logged.
 //
 // Probes: /healthz (the process serves) and /readyz (200 once the application API accepts
-// connections, 503 before, while the queue's group id names a group of another type, and once
-// shutdown begins) are served on the metrics listener
-// (--metrics-bind-address, :9787, all interfaces, so the kubelet reaches them while the API
-// stays on loopback). With metrics disabled ("0") they are served only on
+// connections, 503 before, while the queue's group id names a group of another type or the
+// group's share.delivery.count.limit is below 2, and once shutdown begins) are served on the
+// metrics listener (--metrics-bind-address, :9787, all interfaces, so the kubelet reaches them
+// while the API stays on loopback). With metrics disabled ("0") they are served only on
 // --health-bind-address; that flag also moves them to a listener of their own when set to
 // another address, and "0" turns them off.
 package main
@@ -141,17 +141,18 @@ type security struct {
 func main() {
 	var sec security
 	var (
-		bootstrap   = flag.String("bootstrap-servers", envOr("KQO_BOOTSTRAP_SERVERS", ""), "Kafka bootstrap servers, comma-separated (env KQO_BOOTSTRAP_SERVERS).")
-		topic       = flag.String("topic", envOr("KQO_TOPIC", ""), "The queue's topic (env KQO_TOPIC).")
-		group       = flag.String("group", envOr("KQO_GROUP", ""), "The queue's share group (env KQO_GROUP).")
-		dlq         = flag.String("dead-letter-topic", envOr("KQO_DEAD_LETTER_TOPIC", ""), "Where dead records go; not the queue's own topic (env KQO_DEAD_LETTER_TOPIC).")
-		maxAttempts = flag.Int("max-delivery-attempts", envInt("KQO_MAX_DELIVERY_ATTEMPTS", 5), "Attempts the application gets: the ShareQueue's spec.delivery.maxDeliveryAttempts (env KQO_MAX_DELIVERY_ATTEMPTS). The group's share.delivery.count.limit must be one more.")
-		lease       = flag.Duration("lease", envDuration("KQO_LEASE", 30*time.Second), "How long the application holds a received record before it lapses; a renew starts it again, and the brokers' lock is renewed meanwhile; a positive duration with a unit (env KQO_LEASE).")
-		members     = flag.Int("members", envInt("KQO_MEMBERS", 4), "Share-group members, i.e. batches the application can hold at once; at least 1 (env KQO_MEMBERS).")
-		maxRecords  = flag.Int("max-records", envInt("KQO_MAX_RECORDS", 100), "Most records one receive returns, 1 to 10000 (env KQO_MAX_RECORDS).")
-		listen      = flag.String("listen", envOr("KQO_LISTEN", "127.0.0.1:8787"), "Address of the application API; loopback by default, as the app is in the same Pod (env KQO_LISTEN).")
-		metricsAddr = flag.String("metrics-bind-address", envOr("KQO_METRICS_BIND_ADDRESS", ":9787"), "Address of /metrics, and of the /healthz and /readyz probes unless --health-bind-address moves them; \"0\" disables it (env KQO_METRICS_BIND_ADDRESS).")
-		healthAddr  = flag.String("health-bind-address", envOr("KQO_HEALTH_BIND_ADDRESS", ""), "Address of /healthz and /readyz (ready once the API accepts connections); empty: on the metrics listener, or nowhere when metrics are disabled; \"0\": off (env KQO_HEALTH_BIND_ADDRESS).")
+		bootstrap    = flag.String("bootstrap-servers", envOr("KQO_BOOTSTRAP_SERVERS", ""), "Kafka bootstrap servers, comma-separated (env KQO_BOOTSTRAP_SERVERS).")
+		topic        = flag.String("topic", envOr("KQO_TOPIC", ""), "The queue's topic (env KQO_TOPIC).")
+		group        = flag.String("group", envOr("KQO_GROUP", ""), "The queue's share group (env KQO_GROUP).")
+		dlq          = flag.String("dead-letter-topic", envOr("KQO_DEAD_LETTER_TOPIC", ""), "Where dead records go; not the queue's own topic (env KQO_DEAD_LETTER_TOPIC).")
+		maxAttempts  = flag.Int("max-delivery-attempts", envInt("KQO_MAX_DELIVERY_ATTEMPTS", 5), "The ShareQueue's spec.delivery.maxDeliveryAttempts when the Pod was made (env KQO_MAX_DELIVERY_ATTEMPTS): the application's attempts until the group's share.delivery.count.limit is read from the brokers, taken as one more until then. After that the brokers' limit L decides: the application gets L-1 attempts, the L-th is reserved for the dead-letter write.")
+		limitRefresh = flag.Duration("limit-refresh", envDuration("KQO_LIMIT_REFRESH", 15*time.Second), "How often the group's share.delivery.count.limit is read from the brokers, so a maxDeliveryAttempts changed on a live queue is followed; a positive duration with a unit (env KQO_LIMIT_REFRESH).")
+		lease        = flag.Duration("lease", envDuration("KQO_LEASE", 30*time.Second), "How long the application holds a received record before it lapses; a renew starts it again, and the brokers' lock is renewed meanwhile; a positive duration with a unit (env KQO_LEASE).")
+		members      = flag.Int("members", envInt("KQO_MEMBERS", 4), "Share-group members, i.e. batches the application can hold at once; at least 1 (env KQO_MEMBERS).")
+		maxRecords   = flag.Int("max-records", envInt("KQO_MAX_RECORDS", 100), "Most records one receive returns, 1 to 10000 (env KQO_MAX_RECORDS).")
+		listen       = flag.String("listen", envOr("KQO_LISTEN", "127.0.0.1:8787"), "Address of the application API; loopback by default, as the app is in the same Pod (env KQO_LISTEN).")
+		metricsAddr  = flag.String("metrics-bind-address", envOr("KQO_METRICS_BIND_ADDRESS", ":9787"), "Address of /metrics, and of the /healthz and /readyz probes unless --health-bind-address moves them; \"0\" disables it (env KQO_METRICS_BIND_ADDRESS).")
+		healthAddr   = flag.String("health-bind-address", envOr("KQO_HEALTH_BIND_ADDRESS", ""), "Address of /healthz and /readyz (ready once the API accepts connections); empty: on the metrics listener, or nowhere when metrics are disabled; \"0\": off (env KQO_HEALTH_BIND_ADDRESS).")
 	)
 	flag.BoolVar(&sec.TLS, "tls", envBool("KQO_TLS", false), "Connect to the brokers with TLS; implied by any --tls-* flag (env KQO_TLS).")
 	flag.StringVar(&sec.CAFile, "tls-ca-file", envOr("KQO_TLS_CA_FILE", ""), "PEM CA bundle the brokers' certificates must chain to; empty: the system roots (env KQO_TLS_CA_FILE).")
@@ -166,14 +167,18 @@ func main() {
 	sec.SASLUsername, sec.SASLPassword = kafka.SecretCredential(os.Getenv("KQO_SASL_USERNAME")), kafka.SecretCredential(os.Getenv("KQO_SASL_PASSWORD"))
 	sec.OAuthClientSecret = os.Getenv("KQO_SASL_OAUTH_CLIENT_SECRET")
 	flag.Parse()
-	if err := errors.Join(append(envErrs, checkSettings(*topic, *dlq, *maxAttempts, *lease, *members, *maxRecords)...)...); err != nil {
+	settingErrs := checkSettings(*topic, *dlq, *maxAttempts, *lease, *members, *maxRecords)
+	if *limitRefresh <= 0 {
+		settingErrs = append(settingErrs, fmt.Errorf("--limit-refresh (KQO_LIMIT_REFRESH) is %s: it must be positive", *limitRefresh))
+	}
+	if err := errors.Join(append(envErrs, settingErrs...)...); err != nil {
 		fmt.Fprintln(os.Stderr, "republisher:", err)
 		os.Exit(2)
 	}
 	cfg, err := connection(*bootstrap, sec)
 	if err == nil {
 		err = run(cfg, republisher.Options{Topic: *topic, Group: *group, DeadLetterTopic: *dlq, MaxDeliveryAttempts: int32(*maxAttempts),
-			Lease: *lease, Members: *members, MaxRecords: *maxRecords}, *listen, *metricsAddr, *healthAddr)
+			LimitRefresh: *limitRefresh, Lease: *lease, Members: *members, MaxRecords: *maxRecords}, *listen, *metricsAddr, *healthAddr)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "republisher:", err)
@@ -296,7 +301,8 @@ func saslSettings(sec security) (kafka.SASLSettings, error) {
 
 // health answers the kubelet's probes. /healthz: 200 while the process serves. /readyz: 200
 // once the application API accepts connections, 503 before that, while problem reports one
-// (the queue's group id names a group of another type: republisher.Problem) and again once
+// (the queue's group id names a group of another type, or the group's
+// share.delivery.count.limit leaves no attempt to reserve: republisher.Unready) and again once
 // shutdown begins; the webhook points the sidecar's startupProbe at it, so a native sidecar
 // holds the application's containers back until its API answers and its group is usable.
 type health struct {
@@ -358,7 +364,7 @@ func run(cfg kafka.Config, opts republisher.Options, listen, metricsAddr, health
 	go rp.Run(ctx)
 
 	// The probes and metrics listen first, so /readyz answers 503 until the API is up.
-	h := &health{problem: rp.Problem}
+	h := &health{problem: rp.Unready}
 	errc := make(chan error, 3)
 	var aux []*http.Server
 	healthOnMetrics := healthAddr == "" || healthAddr == metricsAddr

@@ -6,10 +6,13 @@
 // with provenance headers, and only then accepted at the source — when the application rejects
 // it, when it releases it on its last allowed attempt, or when its lease lapses on its last
 // allowed attempt. The operator sets the group's share.delivery.count.limit to
-// maxDeliveryAttempts + 1 in this mode and the republisher dead-letters any record that arrives
-// with a delivery count above maxDeliveryAttempts without handing it out: if the sidecar dies
-// during the last attempt, the brokers deliver the record once more and it is dead-lettered
-// then, so nothing is archived without a copy. Duplicates in the dead-letter topic are possible
+// maxDeliveryAttempts + 1 in this mode. The sidecar follows the limit the brokers apply (read
+// from the group's configs at start and every Options.LimitRefresh, so a maxDeliveryAttempts
+// changed on a live queue is followed without a new Pod): with limit L the application gets
+// L - 1 attempts, and a record that arrives with a delivery count of L (the brokers' last
+// attempt) is dead-lettered without being handed out: if the sidecar dies during the
+// application's last attempt, the brokers deliver the record once more and it is
+// dead-lettered then, so nothing is archived without a copy. Duplicates in the dead-letter topic are possible
 // (a crash between the produce and the accept) and carry the same source headers.
 package republisher
 
@@ -18,9 +21,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,9 +60,15 @@ type Options struct {
 	Topic, Group string
 	// DeadLetterTopic receives dead records.
 	DeadLetterTopic string
-	// MaxDeliveryAttempts is the ShareQueue's spec.delivery.maxDeliveryAttempts: the attempts
-	// the application gets. The group's broker limit must be one more.
+	// MaxDeliveryAttempts is the ShareQueue's spec.delivery.maxDeliveryAttempts when the Pod
+	// was made: the attempts the application gets until the group's share.delivery.count.limit
+	// is first read from the brokers (taken as MaxDeliveryAttempts + 1 until then). After that
+	// the brokers' limit L decides: the application gets L - 1 attempts and the L-th, the
+	// brokers' last, is reserved for the dead-letter write.
 	MaxDeliveryAttempts int32
+	// LimitRefresh is how often the group's share.delivery.count.limit is read from the
+	// brokers (DescribeConfigs on the group); default 15s.
+	LimitRefresh time.Duration
 	// Lease is how long the application holds a received record before it lapses (a renew
 	// starts it again). While it runs the brokers' acquisition lock is renewed as needed.
 	// Default 30s.
@@ -218,7 +229,27 @@ type Republisher struct {
 	opened    chan struct{}
 	stopOpen  context.CancelFunc
 	problem   string
+	// limitObserved (under mu) is set once the brokers' limit was read.
+	limitObserved bool
+
+	// limit is the group's share.delivery.count.limit the sidecar follows: the brokers' value
+	// as last read (watchLimit), MaxDeliveryAttempts + 1 before the first read. Records with
+	// a delivery count of limit or more are on the brokers' last attempt (reserved); the
+	// application gets the attempts below it. limitTried is closed once the first read has
+	// succeeded or failed (the members join after it, so no record is handed out under the
+	// fallback when the brokers answer), limitDone once watchLimit has returned.
+	// limitProblem (under mu) says why the limit leaves no attempt to reserve.
+	limit        atomic.Int32
+	limitTried   chan struct{}
+	limitDone    chan struct{}
+	limitProblem string
 }
+
+// DeliveryCountLimitConfig is the group config whose value the sidecar follows.
+const DeliveryCountLimitConfig = "share.delivery.count.limit"
+
+// defaultLimitRefresh is Options.LimitRefresh's default.
+const defaultLimitRefresh = 15 * time.Second
 
 // ErrGroupNotShare is returned (wrapped, with the group and its type) by Receive while the
 // queue's group id names a group of another type: no member joins until it is gone.
@@ -250,6 +281,9 @@ func New(cfg kafka.Config, opts Options) (*Republisher, error) {
 	if opts.MaxRecords <= 0 {
 		opts.MaxRecords = 100
 	}
+	if opts.LimitRefresh <= 0 {
+		opts.LimitRefresh = defaultLimitRefresh
+	}
 	r := &Republisher{opts: opts, free: make(chan struct{}, opts.Members), held: map[string]*held{}, bySource: map[string]*held{}, gone: map[string]gone{}, firstSeen: map[string]time.Time{}, m: newMetrics(opts.Registerer)}
 	r.pollCtx, r.stopPolls = context.WithCancel(context.Background())
 	p, err := kafka.NewProducer(cfg)
@@ -264,10 +298,154 @@ func New(cfg kafka.Config, opts Options) (*Republisher, error) {
 	}
 	r.admin = admin
 	r.membersUp, r.opened = make(chan struct{}), make(chan struct{})
+	r.limit.Store(fallbackLimit(opts.MaxDeliveryAttempts))
+	r.m.limit.Set(float64(r.limit.Load()))
+	r.limitTried, r.limitDone = make(chan struct{}), make(chan struct{})
 	octx, cancel := context.WithCancel(context.Background())
 	r.stopOpen = cancel
+	go r.watchLimit(octx)
 	go r.openMembers(octx, cfg)
 	return r, nil
+}
+
+// fallbackLimit is the limit assumed before the brokers' is read: the operator sets the
+// group's share.delivery.count.limit to maxDeliveryAttempts + 1 in Republisher mode.
+func fallbackLimit(attempts int32) int32 {
+	if attempts >= math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return attempts + 1
+}
+
+// deliveryLimit is the brokers' share.delivery.count.limit the sidecar follows now.
+func (r *Republisher) deliveryLimit() int32 { return r.limit.Load() }
+
+// reserved reports whether a delivery count is the brokers' last attempt (or beyond it): such
+// a record is never handed to the application; it is dead-lettered.
+func (r *Republisher) reserved(count int32) bool { return count >= r.deliveryLimit() }
+
+// appLast reports whether a delivery count is the application's last attempt (or later): a
+// release of it is a dead-letter, as the brokers' next attempt would be the reserved one.
+func (r *Republisher) appLast(count int32) bool { return count >= r.deliveryLimit()-1 }
+
+// DeliveryLimit returns the group's share.delivery.count.limit the sidecar follows and
+// whether it was read from the brokers (false: MaxDeliveryAttempts + 1, not yet read).
+func (r *Republisher) DeliveryLimit() (limit int32, observed bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.deliveryLimit(), r.limitObserved
+}
+
+// readLimit reads the group's effective share.delivery.count.limit: DescribeConfigs on the
+// GROUP resource answers with the group's override (source GROUP_CONFIG) or, without one, the
+// brokers' default group.share.delivery.count.limit (source DEFAULT_CONFIG, Kafka 4.4).
+func (r *Republisher) readLimit(ctx context.Context) (int32, kafka.ConfigSource, error) {
+	key := kafka.ResourceKey{Type: kafka.GroupResource, Name: r.opts.Group}
+	res, err := r.admin.DescribeConfigs(ctx, []kafka.ResourceKey{key})
+	if err != nil {
+		return 0, 0, err
+	}
+	rc := res[key]
+	if rc.Err != nil {
+		return 0, 0, rc.Err
+	}
+	e, ok := rc.Configs[DeliveryCountLimitConfig]
+	if !ok || e.Value == "" {
+		return 0, 0, fmt.Errorf("the brokers do not report %s for group %s (a group config since Kafka 4.3)", DeliveryCountLimitConfig, r.opts.Group)
+	}
+	n, err := strconv.ParseInt(e.Value, 10, 32)
+	if err != nil {
+		return 0, 0, fmt.Errorf("group %s's %s is %q: %w", r.opts.Group, DeliveryCountLimitConfig, e.Value, err)
+	}
+	return int32(n), e.Source, nil
+}
+
+// watchLimit reads the group's share.delivery.count.limit at start and every LimitRefresh
+// until ctx ends, so the reserved attempt follows the brokers' last one when the queue's
+// maxDeliveryAttempts changes while the Pod runs (the sidecar's KQO_MAX_DELIVERY_ATTEMPTS is
+// fixed at Pod creation). A failed read keeps the last value (before the first,
+// MaxDeliveryAttempts + 1) and is retried within groupCheckErrMax. A change is logged.
+// Between a change at the brokers and its read (up to LimitRefresh) the old value is used.
+func (r *Republisher) watchLimit(ctx context.Context) {
+	defer close(r.limitDone)
+	first, tried := true, false
+	defer func() {
+		if !tried {
+			close(r.limitTried)
+		}
+	}()
+	var lastErr string
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		l, src, err := r.readLimit(rctx)
+		cancel()
+		wait := r.opts.LimitRefresh
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			if msg := err.Error(); msg != lastErr {
+				lastErr = msg
+				slog.Warn("cannot read the group's delivery count limit; keeping the one in use", "group", r.opts.Group, "config", DeliveryCountLimitConfig,
+					"limit", r.deliveryLimit(), "error", err)
+			}
+			wait = min(wait, groupCheckErrMax)
+		default:
+			lastErr = ""
+			r.setLimit(l, src, first)
+			first = false
+		}
+		if !tried {
+			tried = true
+			close(r.limitTried)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// setLimit makes l the limit followed, logging a change (and a first read that differs from
+// MaxDeliveryAttempts + 1). Below 2 no attempt is left to reserve: every delivery is the
+// brokers' last, so every record is dead-lettered on arrival, and Unready says why.
+func (r *Republisher) setLimit(l int32, src kafka.ConfigSource, first bool) {
+	old := r.limit.Swap(l)
+	r.m.limit.Set(float64(l))
+	problem := ""
+	if l < 2 {
+		problem = fmt.Sprintf("group %s's %s is %d (%s): no delivery attempt is left for the application once the last is reserved for the dead-letter write; every record is dead-lettered on arrival (set maxDeliveryAttempts so that the limit is at least 2)",
+			r.opts.Group, DeliveryCountLimitConfig, l, src)
+	}
+	r.mu.Lock()
+	r.limitObserved, r.limitProblem = true, problem
+	r.mu.Unlock()
+	switch {
+	case old != l && first:
+		slog.Warn("the group's delivery count limit differs from maxDeliveryAttempts + 1; following the brokers' limit", "group", r.opts.Group,
+			"config", DeliveryCountLimitConfig, "limit", l, "source", src.String(), "maxDeliveryAttempts", r.opts.MaxDeliveryAttempts, "applicationAttempts", max(l-1, 0))
+	case old != l:
+		slog.Info("the group's delivery count limit changed; following it", "group", r.opts.Group, "config", DeliveryCountLimitConfig,
+			"from", old, "to", l, "source", src.String(), "applicationAttempts", max(l-1, 0))
+	case first:
+		slog.Info("read the group's delivery count limit", "group", r.opts.Group, "config", DeliveryCountLimitConfig, "limit", l, "source", src.String(), "applicationAttempts", max(l-1, 0))
+	}
+	if problem != "" && (old != l || first) {
+		slog.Error(problem, "group", r.opts.Group)
+	}
+}
+
+// Unready says why /readyz should answer 503 ("" when nothing is known to be wrong): the
+// group id names a group of another type (Problem), or the group's delivery count limit is
+// below 2, leaving no attempt to reserve for the dead-letter write.
+func (r *Republisher) Unready() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.problem != "" {
+		return r.problem
+	}
+	return r.limitProblem
 }
 
 // openMembers joins the share group once the group id is known not to be another type's.
@@ -277,9 +455,18 @@ func New(cfg kafka.Config, opts Options) (*Republisher, error) {
 // the id is free: while it is another type's, Problem and Receive say so and the check is
 // repeated with exponential backoff (logged once per attempt). A group that becomes another
 // type's after the members joined is not detected.
+//
+// It first waits for the first read of the group's delivery count limit (watchLimit), so the
+// first records are judged by the brokers' limit rather than the MaxDeliveryAttempts + 1
+// fallback.
 func (r *Republisher) openMembers(ctx context.Context, cfg kafka.Config) {
 	defer close(r.opened)
 	defer close(r.membersUp)
+	select {
+	case <-r.limitTried:
+	case <-ctx.Done():
+		return
+	}
 	delay := groupCheckMin
 	for {
 		types, err := r.admin.OtherGroupTypes(ctx, r.opts.Group)
@@ -382,7 +569,7 @@ func (r *Republisher) Receive(ctx context.Context, max int, wait time.Duration) 
 	// Not on the reserved attempt, where a release archives it: that one is dead-lettered.
 	fresh := recs[:0]
 	for _, rec := range recs {
-		if rec.DeliveryCount <= r.opts.MaxDeliveryAttempts && !rec.LockDeadline.IsZero() && time.Until(rec.LockDeadline) < time.Second {
+		if !r.reserved(rec.DeliveryCount) && !rec.LockDeadline.IsZero() && time.Until(rec.LockDeadline) < time.Second {
 			mem.m.AcknowledgeAsync(rec, kafka.AckRelease)
 			continue
 		}
@@ -406,7 +593,7 @@ func (r *Republisher) Receive(ctx context.Context, max int, wait time.Duration) 
 			// is stale, and an ack of it must not answer OK.
 			r.staleLocked(old, http.StatusGone, RefusalDeliveredAgain, fmt.Sprintf("the brokers delivered the record again as attempt %d; this delivery's lock had ended", rec.DeliveryCount))
 		}
-		if rec.DeliveryCount > r.opts.MaxDeliveryAttempts {
+		if r.reserved(rec.DeliveryCount) {
 			dead = append(dead, &held{id: id, rec: rec, mem: mem, firstSeen: seen, brokerDeadline: rec.LockDeadline, lockFor: rec.LockDeadline.Sub(now)})
 			continue
 		}
@@ -482,7 +669,7 @@ func (r *Republisher) takeParked(max int) []Delivery {
 		if !h.parked || r.held[h.id] != h {
 			continue // acked, lapsed or shut down meanwhile
 		}
-		if h.lockLapsed(now) && h.rec.DeliveryCount <= r.opts.MaxDeliveryAttempts {
+		if h.lockLapsed(now) && !r.reserved(h.rec.DeliveryCount) {
 			r.staleLocked(h, http.StatusGone, RefusalLockExpired, "the brokers' lock ended while the record waited for a receive")
 			continue
 		}
@@ -521,7 +708,7 @@ func (r *Republisher) Ack(ctx context.Context, id string, t kafka.AckType) error
 		return &AckRefusal{ID: id, Code: http.StatusConflict, Reason: RefusalDeadLetterPending, Detail: fmt.Sprintf("being dead-lettered (%s); the write is retried", h.deadReason)}
 	}
 	now := time.Now()
-	if h.lockLapsed(now) && h.rec.DeliveryCount <= r.opts.MaxDeliveryAttempts {
+	if h.lockLapsed(now) && !r.reserved(h.rec.DeliveryCount) {
 		detail := fmt.Sprintf("the brokers' lock ended at %s (share.record.lock.duration.ms); they deliver the record again", h.brokerDeadline.UTC().Format(time.RFC3339Nano))
 		r.staleLocked(h, http.StatusGone, RefusalLockExpired, detail)
 		r.mu.Unlock()
@@ -542,7 +729,7 @@ func (r *Republisher) Ack(ctx context.Context, id string, t kafka.AckType) error
 	r.unholdLocked(h)
 	r.m.heldRecords.Set(float64(len(r.held)))
 	r.mu.Unlock()
-	last := h.rec.DeliveryCount >= r.opts.MaxDeliveryAttempts
+	last := r.appLast(h.rec.DeliveryCount)
 	switch t {
 	case kafka.AckAccept:
 		r.m.acks.WithLabelValues("accept").Inc()
@@ -653,7 +840,7 @@ func (r *Republisher) Sweep(ctx context.Context) {
 	var lapsed, retry, renew []*held
 	r.mu.Lock()
 	for _, h := range r.held {
-		reserved := h.rec.DeliveryCount > r.opts.MaxDeliveryAttempts
+		reserved := r.reserved(h.rec.DeliveryCount)
 		if h.lockLapsed(now) && !reserved && !(h.deadReason != "" && h.retrying) {
 			r.staleLocked(h, http.StatusGone, RefusalLockExpired, fmt.Sprintf("the brokers' lock ended at %s (share.record.lock.duration.ms) and was not renewed; they deliver the record again", h.brokerDeadline.UTC().Format(time.RFC3339Nano)))
 			continue
@@ -705,7 +892,7 @@ func (r *Republisher) Sweep(ctx context.Context) {
 	}
 	for _, h := range lapsed {
 		r.m.acks.WithLabelValues("lease-expired").Inc()
-		if h.rec.DeliveryCount >= r.opts.MaxDeliveryAttempts {
+		if r.appLast(h.rec.DeliveryCount) {
 			_ = r.settle(ctx, h, ReasonLeaseExpired)
 			continue
 		}
@@ -814,6 +1001,7 @@ func (r *Republisher) Shutdown(ctx context.Context) {
 	}
 	r.stopOpen()
 	<-r.opened
+	<-r.limitDone
 	for _, m := range r.members {
 		_ = m.m.Flush(ctx)
 	}
@@ -834,7 +1022,7 @@ func (r *Republisher) Shutdown(ctx context.Context) {
 // whose lock ends, so nobody else can hold it and it is written regardless.
 func (r *Republisher) settle(ctx context.Context, h *held, reason string) error {
 	rec := h.rec
-	if rec.DeliveryCount <= r.opts.MaxDeliveryAttempts {
+	if !r.reserved(rec.DeliveryCount) {
 		now := time.Now()
 		r.mu.Lock()
 		lapsed, superseded := h.lockLapsed(now), h.superseded
@@ -901,7 +1089,7 @@ func (r *Republisher) settle(ctx context.Context, h *held, reason string) error 
 	r.mu.Unlock()
 	err := h.mem.m.Acknowledge(ctx, rec, kafka.AckAccept)
 	r.settled(h, err, "dead-letter accept")
-	if err != nil && rec.DeliveryCount <= r.opts.MaxDeliveryAttempts {
+	if err != nil && !r.reserved(rec.DeliveryCount) {
 		// Written, but the source accept was not taken: the brokers deliver it again, and
 		// the dead-letter topic will hold it twice (at least once).
 		slog.Error("dead-lettered, but the brokers did not take the source accept; the record is delivered again", "topic", rec.Topic,
@@ -1023,6 +1211,7 @@ type metrics struct {
 	returned      prometheus.Counter
 	refused       *prometheus.CounterVec
 	stale         *prometheus.CounterVec
+	limit         prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
@@ -1044,8 +1233,10 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		Help: "Acknowledgements the brokers refused (e.g. INVALID_RECORD_STATE), by type: accept, release, renew, dead-letter accept."}, []string{"type"})
 	m.stale = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafkaqueues_republisher_stale_deliveries_total",
 		Help: "Held deliveries dropped because the brokers no longer lock them for this sidecar, by reason: LockExpired, DeliveredAgain."}, []string{"reason"})
+	m.limit = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kafkaqueues_republisher_delivery_count_limit",
+		Help: "The group's share.delivery.count.limit the sidecar follows: as last read from the brokers (maxDeliveryAttempts + 1 before the first read). The application gets one attempt fewer; the last is reserved for the dead-letter write."})
 	if reg != nil {
-		reg.MustRegister(m.received, m.acks, m.deadLettered, m.produceErrors, m.heldRecords, m.returned, m.refused, m.stale)
+		reg.MustRegister(m.received, m.acks, m.deadLettered, m.produceErrors, m.heldRecords, m.returned, m.refused, m.stale, m.limit)
 	}
 	return m
 }
