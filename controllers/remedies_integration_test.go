@@ -131,17 +131,19 @@ func TestRouteOfAQueueInConflictWritesNothing(t *testing.T) {
 	}
 	r.waitRoute(t, ownerRoute, kqv1.ConditionRouteActive, metav1.ConditionTrue)
 
-	intruder := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "intruder"}, Spec: kqv1.ShareQueueSpec{
+	// Named after "owner": created in the same second as the owner (a fast rig), the first by
+	// name would own the group, and the premise would not hold.
+	intruder := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "thief"}, Spec: kqv1.ShareQueueSpec{
 		ClusterRef: kqv1.ClusterReference{Name: "local"}, GroupID: group, Topic: kqv1.QueueTopicSpec{Name: "intruder-" + ns}}}
 	if err := r.k8s.Create(ctx, intruder); err != nil {
 		t.Fatal(err)
 	}
-	intruderRoute := &kqv1.DeadLetterRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "intruder-dlq"}, Spec: kqv1.DeadLetterRouteSpec{QueueRef: kqv1.QueueReference{Name: "intruder"}}}
+	intruderRoute := &kqv1.DeadLetterRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "thief-dlq"}, Spec: kqv1.DeadLetterRouteSpec{QueueRef: kqv1.QueueReference{Name: "thief"}}}
 	if err := r.k8s.Create(ctx, intruderRoute); err != nil {
 		t.Fatal(err)
 	}
 	got := r.waitRoute(t, intruderRoute, kqv1.ConditionConflict, metav1.ConditionTrue)
-	if c := findCondition(got.Status.Conditions, kqv1.ConditionRouteActive); c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "ShareQueue intruder does not own its topic or group") {
+	if c := findCondition(got.Status.Conditions, kqv1.ConditionRouteActive); c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "ShareQueue thief does not own its topic or group") {
 		t.Errorf("intruder's route RouteActive %+v, want False naming the queue's conflict", c)
 	}
 	// Over a few topic checks and reconciles, the owner's group keeps its own route's topic.
