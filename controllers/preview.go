@@ -114,6 +114,13 @@ type Previewer struct {
 	// name (namespace/name).
 	routes map[string][]*kqv1.DeadLetterRoute
 
+	// groupTypes are the group ids of another group type per KafkaCluster (clusterKey), and
+	// asked the ids already asked about: one ListGroups per cluster for the run's queues.
+	groupTypes map[string]map[string]string
+	asked      map[string]map[string]bool
+	// strimziChecked and strimziFound remember the KafkaTopic CRD lookup for the run.
+	strimziChecked, strimziFound bool
+
 	liveQueues map[string][]kqv1.ShareQueue // by namespace; "" for all namespaces
 	liveRoutes map[string][]kqv1.DeadLetterRoute
 	// narrowed notes the kinds listed in one namespace only (no right to list them all).
@@ -141,7 +148,7 @@ func NewPreviewer(c client.Client) *Previewer {
 	return &Previewer{Client: c, pool: kafka.NewPool(), strimzi: newUncachedStrimziTopics(c), secrets: map[string]*corev1.Secret{},
 		refused: map[string]bool{}, clusters: map[string]*kqv1.KafkaCluster{}, failed: map[string]error{}, queues: map[string]*plannedQueue{},
 		unplanned: map[string]unplannedQueue{}, routes: map[string][]*kqv1.DeadLetterRoute{}, liveQueues: map[string][]kqv1.ShareQueue{},
-		liveRoutes: map[string][]kqv1.DeadLetterRoute{}, narrowed: map[string]string{}}
+		liveRoutes: map[string][]kqv1.DeadLetterRoute{}, narrowed: map[string]string{}, groupTypes: map[string]map[string]string{}, asked: map[string]map[string]bool{}}
 }
 
 // Close closes the Kafka clients.
@@ -441,7 +448,7 @@ func (p *Previewer) preview(ctx context.Context, sq *kqv1.ShareQueue) (*Preview,
 		}
 	}
 	if out.Conflict == "" {
-		if typed, err := groupTypeConflict(ctx, cl, sq.Status.GroupID, "this ShareQueue"); err != nil {
+		if typed, err := p.groupTypeConflict(ctx, kc, cl, sq.Status.GroupID, "this ShareQueue"); err != nil {
 			out.Unchecked = joinNote(out.Unchecked, fmt.Sprintf("the type of group %s not checked: %v", sq.Status.GroupID, withAuthError(cl, err)))
 		} else if typed != "" {
 			out.Conflict = typed
@@ -449,7 +456,7 @@ func (p *Previewer) preview(ctx context.Context, sq *kqv1.ShareQueue) (*Preview,
 	}
 	strimziOwned := ""
 	if out.Conflict == "" {
-		if _, err := p.strimzi.detect(); err != nil {
+		if _, err := p.strimziInstalled(); err != nil {
 			out.Unchecked = fmt.Sprintf("Strimzi KafkaTopic ownership not checked: %v", err)
 		} else if claim, err := p.strimzi.owner(ctx, sq.Status.TopicName, kc); err != nil {
 			out.Unchecked = fmt.Sprintf("Strimzi KafkaTopic ownership not checked: %v", err)
@@ -511,6 +518,49 @@ func (p *Previewer) preview(ctx context.Context, sq *kqv1.ShareQueue) (*Preview,
 	}
 	out.Effective, out.Capacity = plan.Effective, plan.Capacity
 	return out, nil
+}
+
+// groupTypeConflict is the reconcilers' groupTypeConflict with one ListGroups per cluster for
+// the run: the first asks about the group ids of every queue of the run on kc as well.
+func (p *Previewer) groupTypeConflict(ctx context.Context, kc *kqv1.KafkaCluster, cl *kafka.Client, groupID, who string) (string, error) {
+	key := clusterKey(kc)
+	if !p.asked[key][groupID] {
+		ids := []string{groupID}
+		if p.asked[key] == nil {
+			for _, o := range p.expected {
+				if o.Namespace == kc.Namespace && o.Spec.ClusterRef.Name == kc.Name {
+					ids = append(ids, o.KafkaGroupID())
+				}
+			}
+		}
+		types, err := cl.OtherGroupTypes(ctx, ids...)
+		if err != nil {
+			return "", err
+		}
+		if p.asked[key] == nil {
+			p.asked[key], p.groupTypes[key] = map[string]bool{}, map[string]string{}
+		}
+		for _, id := range ids {
+			p.asked[key][id] = true
+			if typ := types[id]; typ != "" {
+				p.groupTypes[key][id] = typ
+			}
+		}
+	}
+	return groupTypeMessage(groupID, p.groupTypes[key][groupID], who), nil
+}
+
+// strimziInstalled looks the KafkaTopic CRD up once per run (a missing one would otherwise
+// cost a discovery request per queue).
+func (p *Previewer) strimziInstalled() (bool, error) {
+	if p.strimziChecked {
+		return p.strimziFound, nil
+	}
+	found, err := p.strimzi.detect()
+	if err == nil {
+		p.strimziChecked, p.strimziFound = true, found
+	}
+	return found, err
 }
 
 // sameClusterAs reports whether queue o's KafkaCluster is kc's Kafka cluster: the same
@@ -639,7 +689,7 @@ func (p *Previewer) PreviewRoute(ctx context.Context, dlr *kqv1.DeadLetterRoute)
 	obs := routeObservation{Cluster: kc.Status, QueueTopic: sq.KafkaTopicName(), GroupID: sq.KafkaGroupID(), QueueAttempts: attempts}
 	topicName := dlr.KafkaTopicName(obs.QueueTopic, kc.Status)
 	if out.Conflict == "" {
-		if typed, err := groupTypeConflict(ctx, cl, obs.GroupID, "this DeadLetterRoute"); err != nil {
+		if typed, err := p.groupTypeConflict(ctx, kc, cl, obs.GroupID, "this DeadLetterRoute"); err != nil {
 			out.Unchecked = joinNote(out.Unchecked, fmt.Sprintf("the type of group %s not checked: %v", obs.GroupID, withAuthError(cl, err)))
 		} else if typed != "" {
 			out.Conflict = typed

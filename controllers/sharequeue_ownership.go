@@ -146,12 +146,17 @@ func groupTypeConflict(ctx context.Context, cl *kafka.Client, groupID, who strin
 	if err != nil {
 		return "", err
 	}
-	typ := types[groupID]
+	return groupTypeMessage(groupID, types[groupID], who), nil
+}
+
+// groupTypeMessage is groupTypeConflict's message for group groupID of type typ ("" when it
+// is no other type's).
+func groupTypeMessage(groupID, typ, who string) string {
 	if typ == "" {
-		return "", nil
+		return ""
 	}
 	return fmt.Sprintf("%s on this Kafka cluster: %s writes no group config and never deletes or alters that group; name another group id (spec.groupId of the ShareQueue, immutable: recreate it) or delete the %s group",
-		kafka.NotShareGroupMessage(groupID, typ), who, typ), nil
+		kafka.NotShareGroupMessage(groupID, typ), who, typ)
 }
 
 // sharersOf re-queues the ShareQueues that name the same topic or group as a deleted one, so
