@@ -179,9 +179,8 @@ func (d *routeScope) readQueue(ctx context.Context) error {
 	switch qm := reconcileMode(sq.Annotations); qm {
 	case kqv1.ReconcilePaused, reconcileInvalid:
 		// Held back like a paused route: suspended, not waiting.
-		pausedStatus(&dlr.Status.Conditions, kqv1.ReconcilePaused, "", d.gen)
 		msg := fmt.Sprintf("ShareQueue %s has annotation %s=%q: its route reads and writes nothing either", sq.Name, kqv1.ReconcileAnnotation, sq.Annotations[kqv1.ReconcileAnnotation])
-		setCondition(&dlr.Status.Conditions, kqv1.ConditionReconciling, condInput{metav1.ConditionFalse, kqv1.ReasonPaused, msg}, d.gen)
+		heldBackUnobserved(&dlr.Status.Conditions, condInput{metav1.ConditionFalse, kqv1.ReasonPaused, msg}, d.gen)
 		dlr.Status.ObservedGeneration = d.gen
 		return errDone
 	case kqv1.ReconcileObserveOnly, kqv1.ReconcilePlan:

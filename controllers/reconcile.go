@@ -184,6 +184,12 @@ func pausedStatus(conds *[]metav1.Condition, mode, annotation string, gen int64)
 	if mode == reconcileInvalid {
 		in = condInput{metav1.ConditionFalse, kqv1.ReasonInvalidReconcileMode, fmt.Sprintf("annotation kafkaqueues.io/reconcile=%q is not one of Active, Paused, ObserveOnly, Plan; nothing is read or written until it is fixed", annotation)}
 	}
+	heldBackUnobserved(conds, in, gen)
+}
+
+// heldBackUnobserved is heldBack for a reconcile that reads nothing (pausedStatus, or a route
+// of a paused queue, whose in names the queue).
+func heldBackUnobserved(conds *[]metav1.Condition, in condInput, gen int64) {
 	heldBack(conds, in, gen)
 	// No earlier verdict about Kafka stands while nothing is read.
 	for _, c := range *conds {
