@@ -136,7 +136,10 @@ func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
 		}
 		k, err := startKafkaOnce(ctx, o, cp)
 		var missing errBrokersMissing
-		if err == nil || !errors.As(err, &missing) || attempt == startAttempts || ctx.Err() != nil {
+		// A node that exits because another process took one of its ports between freePorts
+		// and the bind (two test runs on one host) gets a fresh cluster on new ports too.
+		portTaken := err != nil && strings.Contains(err.Error(), "Address already in use")
+		if err == nil || !(errors.As(err, &missing) || portTaken) || attempt == startAttempts || ctx.Err() != nil {
 			return k, err
 		}
 		opts.Log("kafka %s: starting a fresh cluster after attempt %d of %d: %v", opts.Version, attempt, startAttempts, err)
