@@ -90,6 +90,10 @@ func main() {
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "kafka-queue-operator.kafkaqueues.io",
 		LeaderElectionNamespace: leaderElectNS,
+		// The process exits as soon as the manager stops, so a Pod being deleted (rolling
+		// update, drain) gives the lease up and the next replica leads at once instead of
+		// after the lease duration (15s).
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		setupLog.Error(err, "building manager")

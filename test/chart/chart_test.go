@@ -40,12 +40,12 @@ import (
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if err := setupTools(); err != nil {
+	if err := rig.SetupUserTools(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
-	_ = os.RemoveAll(toolsDir)
+	rig.RemoveUserTools()
 	os.Exit(code)
 }
 
@@ -56,9 +56,9 @@ var (
 
 // helm runs the pinned helm.
 func helm(args ...string) (string, error) {
-	cmd := exec.Command(filepath.Join(toolsDir, "helm"), args...)
+	cmd := exec.Command(filepath.Join(rig.UserToolsDir(), "helm"), args...)
 	cmd.Dir = rig.RepoRoot()
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(toolsDir, "cache"), "HELM_CONFIG_HOME="+filepath.Join(toolsDir, "config"), "HELM_DATA_HOME="+filepath.Join(toolsDir, "data"))
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(rig.UserToolsDir(), "cache"), "HELM_CONFIG_HOME="+filepath.Join(rig.UserToolsDir(), "config"), "HELM_DATA_HOME="+filepath.Join(rig.UserToolsDir(), "data"))
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -79,7 +79,6 @@ func scheme() *runtime.Scheme {
 func freshCluster(t *testing.T) (*rest.Config, client.Client) {
 	t.Helper()
 	rig.SkipWithoutRig(t, "the local apiserver")
-	linkKubectl(t)
 	env, cfg, err := rig.StartBareAPIServer()
 	if err != nil {
 		t.Fatal(err)
@@ -146,8 +145,10 @@ func TestReadmeInstallIsTheDocsInstall(t *testing.T) {
 	}
 	// Every marked block of docs/install.md is run by some test below.
 	run := map[string]bool{"install": true, "install-without-kafka": true, "add-kafka": true, "own-kafkacluster": true,
-		"queue": true, "upgrade": true, "migrate-from-0.1": true, "uninstall": true, "reinstall": true, "gitops": true}
-	for name := range docBlocks(t, "docs/install.md") {
+		"queue": true, "upgrade": true, "migrate-from-0.1": true, "uninstall": true, "reinstall": true, "gitops": true,
+		// run by test/node (make test-node) on a real node, after README's install
+		"republisher-app": true}
+	for name := range rig.DocBlocks(t, "docs/install.md") {
 		if !run[name] {
 			t.Errorf("docs/install.md block %q is run by no test", name)
 		}
@@ -168,12 +169,12 @@ func TestDocsInstallQueueUninstallReinstall(t *testing.T) {
 	}
 	defer k.Stop()
 	sh := newUserShell(t, cfg)
-	sh.replace["kafka-0.kafka:9092"] = k.Bootstrap()
+	sh.Replace["kafka-0.kafka:9092"] = k.Bootstrap()
 
 	// The manager Pod would start once the release exists; here it starts after the command
 	// that installs it.
 	var stopManager func()
-	sh.runBlock(block(t, "README.md", "install"), func(cmd string) {
+	sh.RunBlock(block(t, "README.md", "install"), func(cmd string) {
 		if strings.HasPrefix(cmd, "helm install kqo ") {
 			// RBAC is enforced: an account the chart did not bind is refused.
 			nobody := rest.CopyConfig(cfg)
@@ -191,7 +192,7 @@ func TestDocsInstallQueueUninstallReinstall(t *testing.T) {
 	if stopManager == nil {
 		t.Fatal("README's install block has no `helm install kqo` command")
 	}
-	sh.runBlock(block(t, "docs/install.md", "queue"), nil)
+	sh.RunBlock(block(t, "docs/install.md", "queue"), nil)
 
 	// Deletion through the finalizer works with the chart's RBAC too.
 	doomed := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "kqo-system", Name: "doomed"}, Spec: kqv1.ShareQueueSpec{
@@ -218,18 +219,18 @@ func TestDocsInstallQueueUninstallReinstall(t *testing.T) {
 		return fmt.Sprintf("queue doomed not deleted: finalizers %v", doomed.Finalizers)
 	})
 
-	sh.runBlock(block(t, "docs/install.md", "upgrade"), nil)
-	if out := sh.run("helm history kqo -n kqo-system"); !strings.Contains(out, "Upgrade complete") {
+	sh.RunBlock(block(t, "docs/install.md", "upgrade"), nil)
+	if out := sh.Run("helm history kqo -n kqo-system"); !strings.Contains(out, "Upgrade complete") {
 		t.Fatalf("helm history shows no upgrade:\n%s", out)
 	}
 
 	out := ""
-	sh.runBlock(block(t, "docs/install.md", "uninstall"), func(cmd string) {
+	sh.RunBlock(block(t, "docs/install.md", "uninstall"), func(cmd string) {
 		if strings.HasPrefix(cmd, "helm uninstall") {
 			stopManager()
 		}
 		if strings.HasPrefix(cmd, "kubectl get sq") {
-			out = sh.run(cmd)
+			out = sh.Run(cmd)
 		}
 	})
 	if !strings.Contains(out, "orders") {
@@ -258,7 +259,7 @@ func TestDocsInstallQueueUninstallReinstall(t *testing.T) {
 		t.Fatalf("after uninstall topic orders is not in Kafka: %v %v", topics, err)
 	}
 
-	sh.runBlock(block(t, "docs/install.md", "reinstall"), nil)
+	sh.RunBlock(block(t, "docs/install.md", "reinstall"), nil)
 	if err := admin.Get(ctx, client.ObjectKey{Name: "sharequeues.kafkaqueues.io"}, &crds.Items[0]); err != nil {
 		t.Fatal(err)
 	}

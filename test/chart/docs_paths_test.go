@@ -30,7 +30,7 @@ func TestDocsInstallWithoutKafkaCluster(t *testing.T) {
 	cfg, admin := freshCluster(t)
 	ctx := context.Background()
 	sh := newUserShell(t, cfg)
-	sh.runBlock(block(t, "docs/install.md", "install-without-kafka"), nil)
+	sh.RunBlock(block(t, "docs/install.md", "install-without-kafka"), nil)
 
 	var kcs kqv1.KafkaClusterList
 	if err := admin.List(ctx, &kcs); err != nil {
@@ -61,7 +61,7 @@ func TestDocsInstallWithoutKafkaCluster(t *testing.T) {
 		t.Fatalf("the chart's manager Pod is refused at restricted Pod Security: %v", err)
 	}
 
-	sh.runBlock(block(t, "docs/install.md", "add-kafka"), nil)
+	sh.RunBlock(block(t, "docs/install.md", "add-kafka"), nil)
 	var kc kqv1.KafkaCluster
 	if err := admin.Get(ctx, client.ObjectKey{Namespace: "kqo-system", Name: "kafka"}, &kc); err != nil {
 		t.Fatalf("helm upgrade --set kafka.bootstrapServers made no KafkaCluster: %v", err)
@@ -69,7 +69,7 @@ func TestDocsInstallWithoutKafkaCluster(t *testing.T) {
 	if got := strings.Join(kc.Spec.BootstrapServers, ","); got != "kafka-0.kafka:9092" || kc.Annotations["meta.helm.sh/release-name"] != "kqo" {
 		t.Fatalf("KafkaCluster bootstrapServers %q, release %q", got, kc.Annotations["meta.helm.sh/release-name"])
 	}
-	sh.runBlock(block(t, "docs/install.md", "own-kafkacluster"), nil)
+	sh.RunBlock(block(t, "docs/install.md", "own-kafkacluster"), nil)
 	if err := admin.Get(ctx, client.ObjectKey{Namespace: "kqo-system", Name: "prod"}, &kc); err != nil {
 		t.Fatalf("the docs' own KafkaCluster was not created: %v", err)
 	}
@@ -148,8 +148,8 @@ func TestDocsUpgradeServesTheNewCRDSchema(t *testing.T) {
 		delete(spec.Properties, "deletionProtection")
 		crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"] = spec
 	})
-	sh.run("helm install kqo-crds " + old + " -n kqo-system --create-namespace")
-	sh.run("helm install kqo charts/kafka-queue-operator -n kqo-system")
+	sh.Run("helm install kqo-crds " + old + " -n kqo-system --create-namespace")
+	sh.Run("helm install kqo charts/kafka-queue-operator -n kqo-system")
 
 	before := protectedQueue("before")
 	if err := admin.Create(ctx, before); err != nil {
@@ -159,7 +159,7 @@ func TestDocsUpgradeServesTheNewCRDSchema(t *testing.T) {
 		t.Fatal("the old schema kept spec.deletionProtection: the test cannot tell old from new")
 	}
 
-	sh.runBlock(block(t, "docs/install.md", "upgrade"), nil)
+	sh.RunBlock(block(t, "docs/install.md", "upgrade"), nil)
 	rig.Eventually(t, 30*time.Second, func() string {
 		after := protectedQueue("after-" + time.Now().Format("150405.000000"))
 		after.SetName(strings.ReplaceAll(after.GetName(), ".", "-"))
@@ -198,7 +198,7 @@ func TestDocsMigrateFromChart01(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(old, "templates", "crds.yaml"), []byte(chart01Crds), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sh.run("helm install kqo " + old + " -n kqo-system --create-namespace")
+	sh.Run("helm install kqo " + old + " -n kqo-system --create-namespace")
 	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "kqo-system", Name: "orders"}, Spec: kqv1.ShareQueueSpec{ClusterRef: kqv1.ClusterReference{Name: "kafka"}}}
 	if err := admin.Create(ctx, sq); err != nil {
 		t.Fatal(err)
@@ -209,7 +209,7 @@ func TestDocsMigrateFromChart01(t *testing.T) {
 	}
 	uid := crd.UID
 
-	sh.runBlock(block(t, "docs/install.md", "migrate-from-0.1"), nil)
+	sh.RunBlock(block(t, "docs/install.md", "migrate-from-0.1"), nil)
 	if err := admin.Get(ctx, client.ObjectKey{Name: "sharequeues.kafkaqueues.io"}, &crd); err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestDocsMigrateFromChart01(t *testing.T) {
 		t.Fatalf("the queue did not survive the migration: %v", err)
 	}
 	// And the next upgrade is the ordinary one.
-	sh.runBlock(block(t, "docs/install.md", "upgrade"), nil)
+	sh.RunBlock(block(t, "docs/install.md", "upgrade"), nil)
 }
 
 // TestDocsGitOpsRenderedManifests: the charts rendered with helm template and applied with
@@ -229,7 +229,7 @@ func TestDocsGitOpsRenderedManifests(t *testing.T) {
 	cfg, admin := freshCluster(t)
 	ctx := context.Background()
 	sh := newUserShell(t, cfg)
-	sh.runBlock(block(t, "docs/install.md", "gitops"), nil)
+	sh.RunBlock(block(t, "docs/install.md", "gitops"), nil)
 	var kc kqv1.KafkaCluster
 	if err := admin.Get(ctx, client.ObjectKey{Namespace: "kqo-system", Name: "kafka"}, &kc); err != nil {
 		t.Fatalf("the rendered KafkaCluster was not applied: %v", err)

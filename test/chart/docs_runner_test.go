@@ -1,222 +1,28 @@
 package chart
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
-	"strings"
 	"testing"
-	"time"
 
 	"k8s.io/client-go/rest"
 
 	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
 )
 
-// blockMarker precedes a fenced sh block the tests run: <!-- test:NAME -->.
-var blockMarker = regexp.MustCompile(`^<!-- test:([a-z0-9.-]+) -->$`)
+// The docs runner lives in test/rig (rig.UserShell, rig.DocBlock): the node end-to-end test
+// runs the same docs blocks against a real node.
 
-// docBlocks returns the marked sh blocks of a Markdown file (relative to the repo root) by name.
-func docBlocks(t *testing.T, file string) map[string]string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(rig.RepoRoot(), file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks := map[string]string{}
-	lines := strings.Split(string(b), "\n")
-	for i := 0; i < len(lines); i++ {
-		m := blockMarker.FindStringSubmatch(strings.TrimSpace(lines[i]))
-		if m == nil {
-			continue
-		}
-		if i+1 >= len(lines) || strings.TrimSpace(lines[i+1]) != "```sh" {
-			t.Fatalf("%s:%d: marker %s is not followed by a ```sh block", file, i+1, m[1])
-		}
-		var body []string
-		j := i + 2
-		for ; j < len(lines) && strings.TrimSpace(lines[j]) != "```"; j++ {
-			body = append(body, lines[j])
-		}
-		if j == len(lines) {
-			t.Fatalf("%s:%d: block %s is not closed", file, i+1, m[1])
-		}
-		if _, dup := blocks[m[1]]; dup {
-			t.Fatalf("%s: block %s appears twice", file, m[1])
-		}
-		blocks[m[1]] = strings.Join(body, "\n")
-		i = j
-	}
-	return blocks
-}
+type userShell = rig.UserShell
 
-// block returns one named block or fails.
-func block(t *testing.T, file, name string) string {
-	t.Helper()
-	b, ok := docBlocks(t, file)[name]
-	if !ok {
-		t.Fatalf("%s has no block <!-- test:%s -->", file, name)
-	}
-	return b
-}
-
-// commands splits a shell block into the commands a user would paste one at a time: lines
-// continued with a trailing backslash are joined, and a heredoc (<<'WORD' or <<WORD) runs to
-// its terminator line.
-func commands(blockText string) []string {
-	var out []string
-	heredoc := regexp.MustCompile(`<<-?'?([A-Za-z_]+)'?`)
-	sc := bufio.NewScanner(strings.NewReader(blockText))
-	var cur []string
-	term := ""
-	for sc.Scan() {
-		line := sc.Text()
-		if term != "" {
-			cur = append(cur, line)
-			if strings.TrimSpace(line) == term {
-				term = ""
-				out = append(out, strings.Join(cur, "\n"))
-				cur = nil
-			}
-			continue
-		}
-		if len(cur) == 0 && (strings.TrimSpace(line) == "" || strings.HasPrefix(strings.TrimSpace(line), "#")) {
-			continue
-		}
-		cur = append(cur, line)
-		if strings.HasSuffix(line, `\`) {
-			continue
-		}
-		if m := heredoc.FindStringSubmatch(line); m != nil {
-			term = m[1]
-			continue
-		}
-		out = append(out, strings.Join(cur, "\n"))
-		cur = nil
-	}
-	if len(cur) > 0 {
-		out = append(out, strings.Join(cur, "\n"))
-	}
-	return out
-}
-
-// userShell runs commands the way a user's shell would: bash, in a directory of its own where
-// charts/ is the repository's (so files the commands write stay out of the repository), with
-// the pinned helm and the rig's kubectl first on PATH, a kubeconfig for the test apiserver and
-// Helm's own directories in a temp dir.
-type userShell struct {
-	t       *testing.T
-	dir     string
-	env     []string
-	replace map[string]string // literal text → replacement (only the broker address)
-}
+func block(t *testing.T, file, name string) string { t.Helper(); return rig.DocBlock(t, file, name) }
 
 func newUserShell(t *testing.T, cfg *rest.Config) *userShell {
 	t.Helper()
-	dir := t.TempDir()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := rig.WriteKubeconfig(cfg, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	env := append(os.Environ(),
-		"PATH="+toolsDir+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"KUBECONFIG="+kubeconfig,
-		"HELM_CACHE_HOME="+filepath.Join(dir, "helm-cache"),
-		"HELM_CONFIG_HOME="+filepath.Join(dir, "helm-config"),
-		"HELM_DATA_HOME="+filepath.Join(dir, "helm-data"),
-	)
-	work := filepath.Join(dir, "work")
-	if err := os.MkdirAll(work, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(filepath.Join(rig.RepoRoot(), "charts"), filepath.Join(work, "charts")); err != nil {
-		t.Fatal(err)
-	}
-	return &userShell{t: t, dir: work, env: env, replace: map[string]string{}}
-}
-
-// run runs one command and returns its combined output; a failing command fails the test.
-func (s *userShell) run(cmd string) string {
-	s.t.Helper()
-	out, err := s.try(cmd)
-	if err != nil {
-		s.t.Fatalf("$ %s\n%s\n%v", cmd, out, err)
-	}
-	return out
-}
-
-// try runs one command and returns its output and error.
-func (s *userShell) try(cmd string) (string, error) {
-	s.t.Helper()
-	for from, to := range s.replace {
-		cmd = strings.ReplaceAll(cmd, from, to)
-	}
-	c := exec.Command("bash", "-euo", "pipefail", "-c", cmd)
-	c.Dir = s.dir
-	c.Env = s.env
-	var out bytes.Buffer
-	c.Stdout, c.Stderr = &out, &out
-	start := time.Now()
-	err := c.Run()
-	s.t.Logf("$ %s\n%s(%s, %v)", cmd, out.String(), time.Since(start).Round(time.Millisecond), err)
-	return out.String(), err
-}
-
-// runBlock runs every command of a docs block in order; after is called after each command
-// (nil for none), so a test can start what a cluster would run by itself (the manager's Pod).
-func (s *userShell) runBlock(blockText string, after func(cmd string)) {
-	s.t.Helper()
-	cmds := commands(blockText)
-	if len(cmds) == 0 {
-		s.t.Fatalf("empty block:\n%s", blockText)
-	}
-	for _, c := range cmds {
-		s.run(c)
-		if after != nil {
-			after(c)
-		}
-	}
-}
-
-// toolsDir holds helm (built from hack/tools/go.mod) and kubectl (built beside kube-apiserver).
-var toolsDir string
-
-func setupTools() error {
-	dir, err := os.MkdirTemp("", "kqo-chart-tools-")
-	if err != nil {
-		return err
-	}
-	toolsDir = dir
-	build := exec.Command("go", "build", "-modfile=hack/tools/go.mod", "-o", filepath.Join(dir, "helm"), "helm.sh/helm/v3/cmd/helm")
-	build.Dir = rig.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the pinned helm: %v\n%s", err, out)
-	}
-	return nil
-}
-
-// linkKubectl puts the rig's kubectl into toolsDir (it is built with the apiserver).
-func linkKubectl(t *testing.T) {
-	t.Helper()
-	k, err := rig.Kubectl()
-	if err != nil {
-		t.Fatal(err)
-	}
-	link := filepath.Join(toolsDir, "kubectl")
-	if _, err := os.Lstat(link); err == nil {
-		return
-	}
-	if err := os.Symlink(k, link); err != nil && !os.IsExist(err) {
-		t.Fatal(err)
-	}
+	return rig.NewUserShell(t, cfg)
 }
 
 func TestCommandsSplitLikeAShell(t *testing.T) {
-	got := commands("# a comment\nhelm install a b \\\n  --set x=1\n\nkubectl apply -f - <<'YAML'\nkind: X\n  YAML: no\nYAML\nkubectl get sq\n")
+	got := rig.ShellCommands("# a comment\nhelm install a b \\\n  --set x=1\n\nkubectl apply -f - <<'YAML'\nkind: X\n  YAML: no\nYAML\nkubectl get sq\n")
 	want := []string{"helm install a b \\\n  --set x=1", "kubectl apply -f - <<'YAML'\nkind: X\n  YAML: no\nYAML", "kubectl get sq"}
 	if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {
 		t.Fatalf("commands:\n got %q\nwant %q", got, want)

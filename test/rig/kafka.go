@@ -62,6 +62,12 @@ type KafkaOptions struct {
 	// StartTimeout bounds one attempt at bringing every broker into the metadata (default
 	// 2m); see StartKafka.
 	StartTimeout time.Duration
+	// Host is the address every listener binds and advertises (default 127.0.0.1). The node
+	// rig sets its network namespace's address, which Pods and the test process both reach.
+	Host string
+	// CommandPrefix runs each broker under another command, e.g. nsenter into a network
+	// namespace (NodeRig); storage is formatted without it.
+	CommandPrefix []string
 }
 
 // Node is one running KRaft node.
@@ -120,6 +126,9 @@ func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
 	}
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 2 * time.Minute
+	}
+	if opts.Host == "" {
+		opts.Host = "127.0.0.1"
 	}
 	cp, err := KafkaClasspath(opts.Version)
 	if err != nil {
@@ -190,7 +199,7 @@ func startKafkaOnce(ctx context.Context, opts KafkaOptions, cp string) (*Kafka, 
 		n.Dir = filepath.Join(k.Options.Dir, fmt.Sprintf("node-%d", n.ID))
 		n.LogFile = filepath.Join(n.Dir, "server.log")
 		k.Nodes = append(k.Nodes, n)
-		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", n.ID, n.ControllerPort))
+		voters = append(voters, fmt.Sprintf("%d@%s:%d", n.ID, opts.Host, n.ControllerPort))
 	}
 	log4j := filepath.Join(k.Options.Dir, "log4j2.properties")
 	if err := os.WriteFile(log4j, []byte(log4jConfig), 0o644); err != nil {
@@ -202,8 +211,8 @@ func startKafkaOnce(ctx context.Context, opts KafkaOptions, cp string) (*Kafka, 
 		props := map[string]string{
 			"process.roles":                                    "broker,controller",
 			"node.id":                                          strconv.Itoa(int(n.ID)),
-			"listeners":                                        fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", n.Port, n.ControllerPort),
-			"advertised.listeners":                             fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", n.Port),
+			"listeners":                                        fmt.Sprintf("PLAINTEXT://%[1]s:%[2]d,CONTROLLER://%[1]s:%[3]d", opts.Host, n.Port, n.ControllerPort),
+			"advertised.listeners":                             fmt.Sprintf("PLAINTEXT://%s:%d", opts.Host, n.Port),
 			"controller.listener.names":                        "CONTROLLER",
 			"listener.security.protocol.map":                   "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
 			"inter.broker.listener.name":                       "PLAINTEXT",
@@ -225,8 +234,8 @@ func startKafkaOnce(ctx context.Context, opts KafkaOptions, cp string) (*Kafka, 
 			"log.flush.interval.messages":                      "1000000",
 		}
 		if n.SASLPort != 0 {
-			props["listeners"] += fmt.Sprintf(",SASL://127.0.0.1:%d", n.SASLPort)
-			props["advertised.listeners"] += fmt.Sprintf(",SASL://127.0.0.1:%d", n.SASLPort)
+			props["listeners"] += fmt.Sprintf(",SASL://%s:%d", opts.Host, n.SASLPort)
+			props["advertised.listeners"] += fmt.Sprintf(",SASL://%s:%d", opts.Host, n.SASLPort)
 			props["listener.security.protocol.map"] += ",SASL:SASL_PLAINTEXT"
 			props["sasl.enabled.mechanisms"] = "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN"
 			props["listener.name.sasl.scram-sha-256.sasl.jaas.config"] = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
@@ -238,8 +247,8 @@ func startKafkaOnce(ctx context.Context, opts KafkaOptions, cp string) (*Kafka, 
 			props["listener.name.sasl.plain.sasl.jaas.config"] = plain + ";"
 		}
 		if n.TLSPort != 0 {
-			props["listeners"] += fmt.Sprintf(",SSL://127.0.0.1:%d", n.TLSPort)
-			props["advertised.listeners"] += fmt.Sprintf(",SSL://127.0.0.1:%d", n.TLSPort)
+			props["listeners"] += fmt.Sprintf(",SSL://%s:%d", opts.Host, n.TLSPort)
+			props["advertised.listeners"] += fmt.Sprintf(",SSL://%s:%d", opts.Host, n.TLSPort)
 			props["listener.security.protocol.map"] += ",SSL:SSL"
 			props["listener.name.ssl.ssl.keystore.type"] = "PEM"
 			props["listener.name.ssl.ssl.keystore.certificate.chain"] = propEscape(opts.TLS.CertPEM)
@@ -251,8 +260,8 @@ func startKafkaOnce(ctx context.Context, opts KafkaOptions, cp string) (*Kafka, 
 			}
 		}
 		if n.OAuthPort != 0 {
-			props["listeners"] += fmt.Sprintf(",OAUTH://127.0.0.1:%d", n.OAuthPort)
-			props["advertised.listeners"] += fmt.Sprintf(",OAUTH://127.0.0.1:%d", n.OAuthPort)
+			props["listeners"] += fmt.Sprintf(",OAUTH://%s:%d", opts.Host, n.OAuthPort)
+			props["advertised.listeners"] += fmt.Sprintf(",OAUTH://%s:%d", opts.Host, n.OAuthPort)
 			props["listener.security.protocol.map"] += ",OAUTH:SASL_PLAINTEXT"
 			props["listener.name.oauth.sasl.enabled.mechanisms"] = "OAUTHBEARER"
 			// The login module's unsecured claim is the broker's own (unused) login; clients'
@@ -317,7 +326,7 @@ func (k *Kafka) TLSBootstrapServers() []string {
 	var s []string
 	for _, n := range k.Nodes {
 		if n.TLSPort != 0 {
-			s = append(s, fmt.Sprintf("127.0.0.1:%d", n.TLSPort))
+			s = append(s, fmt.Sprintf("%s:%d", k.Options.Host, n.TLSPort))
 		}
 	}
 	return s
@@ -328,7 +337,7 @@ func (k *Kafka) SASLBootstrapServers() []string {
 	var s []string
 	for _, n := range k.Nodes {
 		if n.SASLPort != 0 {
-			s = append(s, fmt.Sprintf("127.0.0.1:%d", n.SASLPort))
+			s = append(s, fmt.Sprintf("%s:%d", k.Options.Host, n.SASLPort))
 		}
 	}
 	return s
@@ -339,7 +348,7 @@ func (k *Kafka) OAuthBootstrapServers() []string {
 	var s []string
 	for _, n := range k.Nodes {
 		if n.OAuthPort != 0 {
-			s = append(s, fmt.Sprintf("127.0.0.1:%d", n.OAuthPort))
+			s = append(s, fmt.Sprintf("%s:%d", k.Options.Host, n.OAuthPort))
 		}
 	}
 	return s
@@ -364,7 +373,7 @@ func (k *Kafka) Bootstrap() string { return strings.Join(k.BootstrapServers(), "
 func (k *Kafka) BootstrapServers() []string {
 	var s []string
 	for _, n := range k.Nodes {
-		s = append(s, fmt.Sprintf("127.0.0.1:%d", n.Port))
+		s = append(s, fmt.Sprintf("%s:%d", k.Options.Host, n.Port))
 	}
 	return s
 }
@@ -379,10 +388,12 @@ func (k *Kafka) startNode(n *Node) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command("java",
+	args := []string{"java",
 		"-Xms128m", "-Xmx768m", "-XX:+UseG1GC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
-		"-Dlog4j2.configurationFile="+filepath.Join(k.Options.Dir, "log4j2.properties"),
-		"-cp", k.classpath, "kafka.Kafka", n.propsFile)
+		"-Dlog4j2.configurationFile=" + filepath.Join(k.Options.Dir, "log4j2.properties"),
+		"-cp", k.classpath, "kafka.Kafka", n.propsFile}
+	args = append(slices.Clone(k.Options.CommandPrefix), args...)
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Own process group, and die with the parent (Linux): a killed test run leaves no broker.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -483,7 +494,7 @@ func (k *Kafka) WaitBrokers(ctx context.Context, n int, timeout time.Duration) e
 			cl := clients[node.ID]
 			if cl == nil {
 				var err error
-				if cl, err = kgo.NewClient(kgo.SeedBrokers(fmt.Sprintf("127.0.0.1:%d", node.Port)), kgo.DialTimeout(2*time.Second)); err != nil {
+				if cl, err = kgo.NewClient(kgo.SeedBrokers(fmt.Sprintf("%s:%d", k.Options.Host, node.Port)), kgo.DialTimeout(2*time.Second)); err != nil {
 					return err
 				}
 				clients[node.ID] = cl
