@@ -106,6 +106,10 @@ build: ## Build the manager, republisher and kqctl binaries into bin/ (bin/kubec
 	ln -sf kqctl bin/kubectl-kq
 	ln -sf kqctl bin/kubectl_complete-kq
 
+.PHONY: image-tar
+image-tar: ## Build the image (tag $(IMG)) and the test node's pause and queueapp images as tarballs in bin/images, without Docker; ctr -n k8s.io images import loads them.
+	go run ./hack/build-image -o bin/images -tag $(IMG)
+
 .PHONY: docker-build
 docker-build: ## Build the container image (needs a Docker engine).
 	docker build -t $(IMG) .
