@@ -43,6 +43,7 @@ fmt: ## Run gofmt.
 .PHONY: vet
 vet: ## Run go vet.
 	go vet ./...
+	go vet -tags nodee2e ./test/node/...
 
 ##@ Local rig (no Docker)
 
@@ -50,6 +51,11 @@ vet: ## Run go vet.
 rig-bins: ## Build kube-apiserver + etcd and resolve the Kafka jars (cached in $KQO_CACHE, default ~/.cache/kafka-queue-operator).
 	hack/build-envtest-bins.sh
 	hack/kafka-classpath.sh $(KAFKA_VERSION)
+
+.PHONY: node-bins
+node-bins: rig-bins ## Build kubelet, kube-controller-manager, kube-scheduler (cached like rig-bins) and install containerd, runc and the CNI plugins when missing (root, apt).
+	hack/install-node-deps.sh
+	hack/build-node-bins.sh
 
 .PHONY: run-local
 run-local: rig-bins ## Main job: apiserver + Kafka broker + manager + samples, then print status and Kafka configs.
@@ -60,6 +66,10 @@ run-local: rig-bins ## Main job: apiserver + Kafka broker + manager + samples, t
 .PHONY: test
 test: rig-bins verify ## Run every test: unit, CEL on a real apiserver, integration against real brokers.
 	go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: test-node
+test-node: node-bins ## End to end on a real node (root): the chart's image and Pods run under a kubelet, the app's sidecar dead-letters (test/node, docs/node-rig.md).
+	go test -tags nodee2e -count=1 -timeout 30m -v ./test/node/
 
 .PHONY: test-unit
 test-unit: ## Run only the tests that need no apiserver or broker.

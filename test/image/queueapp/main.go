@@ -11,7 +11,7 @@
 // (Go's %: a negative value has a negative remainder, so -3 is not abandoned.)
 //
 // After an accept the sidecar answers 200 for, it writes the value to a ledger: one record
-// (key and value the value's text, header "pod" = $HOSTNAME) produced to
+// (key and value the value's text, headers "pod" = $HOSTNAME and "delivery-count") produced to
 // $KQO_APP_LEDGER_TOPIC and confirmed (ProduceSync, acks=all, idempotent) before it
 // receives again. An accept refused (409, 410) or not confirmed (503) is logged and not
 // written: the sidecar delivers a record whose accept was not taken again.
@@ -239,6 +239,7 @@ func decide(value []byte, deliveryCount int32) (ackType string, v int64, err err
 func (a *app) handle(recs []receivedRecord) {
 	var acks []ack
 	values := map[string]int64{}
+	deliveries := map[string]int32{}
 	for _, r := range recs {
 		t, v, err := decide(r.Value, r.DeliveryCount)
 		attrs := []any{"id", r.ID, "value", v, "deliveryCount", r.DeliveryCount}
@@ -252,7 +253,7 @@ func (a *app) handle(recs []receivedRecord) {
 			continue
 		}
 		acks = append(acks, ack{ID: r.ID, Type: t})
-		values[r.ID] = v
+		values[r.ID], deliveries[r.ID] = v, r.DeliveryCount
 	}
 	if len(acks) == 0 {
 		return
@@ -273,7 +274,8 @@ func (a *app) handle(recs []receivedRecord) {
 			a.log.Info("accept", attrs...)
 			text := []byte(strconv.FormatInt(v, 10))
 			ledger = append(ledger, &kgo.Record{Topic: a.topic, Key: text, Value: text,
-				Headers: []kgo.RecordHeader{{Key: "pod", Value: []byte(a.pod)}}})
+				Headers: []kgo.RecordHeader{{Key: "pod", Value: []byte(a.pod)},
+					{Key: "delivery-count", Value: []byte(strconv.Itoa(int(deliveries[acks[i].ID])))}}})
 		case res.Code == http.StatusOK:
 			a.n.Rejected++
 			a.log.Info("reject", attrs...)

@@ -1,0 +1,634 @@
+//go:build nodee2e
+
+// Package node runs the user's path end to end on a real node (test/rig's NodeRig: a kubelet
+// and containerd beside a real apiserver, controller-manager and scheduler, and a Kafka broker
+// the Pods reach): README's `helm install` with the image built from this tree, the docs'
+// application namespace with a Republisher route, and an application Pod whose injected
+// sidecar dead-letters what it rejects. `make test-node` runs it (root, Linux, cgroup v1 or
+// v2 hierarchies as this machine kind has them); docs/node-rig.md describes the rig.
+package node
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kafkaqueues/kafka-queue-operator/test/image"
+	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
+)
+
+func TestMain(m *testing.M) {
+	if err := rig.SetupUserTools(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	rig.RemoveUserTools()
+	os.Exit(code)
+}
+
+const (
+	release   = "kqo"
+	releaseNS = "kqo-system"
+	appNS     = "shop"
+	queue     = "orders"
+	// records is how many the test produces; every 10th is rejected by the app.
+	records = 1500
+)
+
+// operatorImage is the image the chart names by default: image.repository at the chart's
+// appVersion. The test imports its build under that name, so README's install runs as is.
+func operatorImage(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(rig.RepoRoot(), "charts", "kafka-queue-operator", "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^appVersion:\s*"?([^"\s]+)"?`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("Chart.yaml has no appVersion")
+	}
+	v, err := os.ReadFile(filepath.Join(rig.RepoRoot(), "charts", "kafka-queue-operator", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := regexp.MustCompile(`(?m)^  repository:\s*(\S+)`).FindSubmatch(v)
+	if repo == nil {
+		t.Fatal("values.yaml has no image.repository")
+	}
+	return string(repo[1]) + ":" + string(m[1])
+}
+
+func TestNodeEndToEnd(t *testing.T) {
+	if missing := rig.NodePrerequisites(); len(missing) > 0 {
+		// Never a skip: make test-node exists to run this.
+		t.Fatalf("this host cannot run the node rig: it lacks %s", strings.Join(missing, ", "))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	phase := phases(t)
+
+	// Images, built without Docker from this tree.
+	bin, imgs := t.TempDir(), t.TempDir()
+	if err := image.BuildBinaries(ctx, rig.RepoRoot(), bin); err != nil {
+		t.Fatal(err)
+	}
+	if err := image.BuildFixtures(ctx, rig.RepoRoot(), bin); err != nil {
+		t.Fatal(err)
+	}
+	opImage, appImage := operatorImage(t), "kqo.local/queueapp:1"
+	tars := map[string]string{}
+	for ref, spec := range map[string]image.Spec{opImage: image.OperatorSpec(bin), appImage: image.AppSpec(bin), rig.PauseImage: image.PauseSpec(bin)} {
+		tars[ref] = filepath.Join(imgs, strings.NewReplacer("/", "_", ":", "_").Replace(ref)+".tar")
+		if err := image.Write(spec, ref, tars[ref]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	phase("images built")
+
+	r, err := rig.StartNode(ctx, rig.NodeOptions{PauseImageTar: tars[rig.PauseImage], Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(r.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpState(t, r, cs)
+		}
+		r.Stop()
+	})
+	for _, ref := range []string{opImage, appImage} {
+		if err := r.ImportImage(ctx, tars[ref]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	phase("node up, images imported")
+	// Two Kafka clusters Pods reach: the release's KafkaCluster (README's install waits for it
+	// to be Ready, so share groups must be on: 4.4's default share.version 2) and the app
+	// namespace's, formatted at release 4.1 (share.version 0 until the operator finalizes 1,
+	// so its route runs in Republisher mode).
+	k44, err := r.StartKafka(ctx, rig.KafkaOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k41, err := r.StartKafka(ctx, rig.KafkaOptions{ReleaseVersion: "4.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	phase("brokers up")
+
+	sh := rig.NewUserShellWithKubeconfig(t, r.Kubeconfig)
+	sh.Replace["kafka-0.kafka:9092"] = k44.Bootstrap()
+
+	// README's install, verbatim: the kubectl wait in it passes only if the Deployment's Pod
+	// runs the manager from the image.
+	sh.RunBlock(rig.DocBlock(t, "README.md", "install"), nil)
+	phase("README install: KafkaCluster Ready")
+	deployName := release + "-kafka-queue-operator"
+	waitDeploymentAvailable(ctx, t, cs, releaseNS, deployName)
+	opPod := onlyPod(ctx, t, cs, releaseNS, "app.kubernetes.io/instance="+release)
+	checkRestrictedPod(t, opPod, "manager")
+	checkProcessUser(t, "/manager", 65532)
+	checkWebhookCABundle(ctx, t, cs)
+
+	// The docs' application namespace: restricted Pod Security, a 4.1 cluster finalized to
+	// share.version 1, a queue and a Republisher route.
+	sh.Replace["kafka-0.kafka:9092"] = k41.Bootstrap()
+	sh.RunBlock(rig.DocBlock(t, "docs/install.md", "republisher-app"), nil)
+	phase("docs republisher-app: queue and route Ready")
+	out := sh.Run("kubectl -n shop get dlr orders-dlq -o jsonpath='{.status.effectiveMode} {.status.topicName}'")
+	mode, dlqTopic, _ := strings.Cut(strings.TrimSpace(out), " ")
+	if mode != "Republisher" || dlqTopic == "" {
+		t.Fatalf("route: mode %q topic %q, want Republisher and a topic", mode, dlqTopic)
+	}
+	queueTopic := strings.TrimSpace(sh.Run("kubectl -n shop get sq orders -o jsonpath='{.status.topicName}'"))
+	if sv := strings.TrimSpace(sh.Run("kubectl -n shop get kqc kafka -o jsonpath='{.status.shareVersion}'")); sv != "1" {
+		t.Fatalf("KafkaCluster status.shareVersion = %q, want 1 (finalized by the operator)", sv)
+	}
+
+	// The ledger: the app writes each record it accepted (and the brokers confirmed) there.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k41.BootstrapServers()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	const ledgerTopic = "orders-ledger"
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, ledgerTopic); err != nil {
+		t.Fatal(err)
+	}
+	watch := newLedgerWatch(ctx, t, k41.BootstrapServers(), ledgerTopic, dlqTopic)
+
+	sh.Run(appDeployment(appImage, k41.Bootstrap(), ledgerTopic))
+	appPod := waitAppPod(ctx, t, cs, "")
+	checkSidecarFirst(t, appPod)
+	checkRestrictedPod(t, appPod, "app")
+	phase("app Pod running with its sidecar")
+
+	// Produce steadily, so the Pod deletions below land mid-stream.
+	prodDone := make(chan error, 1)
+	go func() {
+		for i := 0; i < records; i++ {
+			v := []byte(strconv.Itoa(i))
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: queueTopic, Key: v, Value: v}).FirstErr(); err != nil {
+				prodDone <- fmt.Errorf("producing %d: %w", i, err)
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		prodDone <- nil
+	}()
+
+	// The app Pod deleted mid-run: the sidecar drains, the Deployment's next Pod takes over.
+	watch.waitSeen(t, records/4, 3*time.Minute)
+	deletePod(ctx, t, cs, appNS, appPod.Name)
+	appPod = waitAppPod(ctx, t, cs, appPod.Name)
+	checkSidecarFirst(t, appPod)
+	phase("app Pod replaced")
+
+	// The operator Pod deleted mid-run: the next one takes the lease, serves the webhook with
+	// the same certificates and reconciles. A Pod created after that gets its sidecar from it.
+	watch.waitSeen(t, records/2, 3*time.Minute)
+	deletePod(ctx, t, cs, releaseNS, opPod.Name)
+	waitNewPod(ctx, t, cs, releaseNS, "app.kubernetes.io/instance="+release, opPod.Name)
+	waitDeploymentAvailable(ctx, t, cs, releaseNS, deployName)
+	sh.Run("kubectl -n shop wait sq/orders --for=condition=Ready --timeout=2m")
+	sh.Run("kubectl -n shop scale deploy/orders-worker --replicas=2")
+	waitDeploymentAvailable(ctx, t, cs, appNS, "orders-worker")
+	for _, p := range podsOf(ctx, t, cs, appNS, "app=orders-worker") {
+		checkSidecarFirst(t, &p)
+	}
+	phase("operator Pod replaced; app scaled to 2 with sidecars")
+
+	if err := <-prodDone; err != nil {
+		t.Fatal(err)
+	}
+	accepted, dead := watch.waitAll(t, records, 4*time.Minute)
+	phase("every record accounted for")
+	var dup, missing, wrong []string
+	redelivered := 0
+	for i := 0; i < records; i++ {
+		v := strconv.Itoa(i)
+		a, d := accepted[v], dead[v]
+		switch {
+		case i%10 == 0 && (len(a) != 0 || len(d) != 1):
+			wrong = append(wrong, fmt.Sprintf("%s: accepted %d, dead-lettered %d (want 0, 1)", v, len(a), len(d)))
+		case i%10 != 0 && (len(a) != 1 || len(d) != 0):
+			if len(a) > 1 {
+				dup = append(dup, v)
+			} else if len(a) == 0 && len(d) == 0 {
+				missing = append(missing, v)
+			} else {
+				wrong = append(wrong, fmt.Sprintf("%s: accepted %d, dead-lettered %d (want 1, 0)", v, len(a), len(d)))
+			}
+		}
+		for _, rec := range a {
+			if n, _ := strconv.Atoi(header(rec, "delivery-count")); n > 1 {
+				redelivered++
+			}
+		}
+		for _, rec := range d {
+			for _, h := range []string{"kqo.source.topic", "kqo.source.partition", "kqo.source.offset", "kqo.group", "kqo.delivery.count", "kqo.reason"} {
+				if header(rec, h) == "" {
+					wrong = append(wrong, fmt.Sprintf("%s: dead-letter record lacks header %s (has %v)", v, h, rec.Headers))
+				}
+			}
+			if got := header(rec, "kqo.source.topic"); got != queueTopic {
+				wrong = append(wrong, fmt.Sprintf("%s: kqo.source.topic %q, want %q", v, got, queueTopic))
+			}
+		}
+	}
+	if len(dup)+len(missing)+len(wrong) > 0 {
+		t.Fatalf("%d accepted twice %v; %d lost %v; %d wrong:\n%s", len(dup), head(dup), len(missing), head(missing), len(wrong), strings.Join(head(wrong), "\n"))
+	}
+	// value%7==3 is abandoned on its first delivery, so those come back at least once.
+	if redelivered < records/7/2 {
+		t.Fatalf("only %d accepted records were delivered more than once; the app abandons ~%d first deliveries", redelivered, records/7)
+	}
+	t.Logf("%d records: %d accepted exactly once (%d after a redelivery), %d dead-lettered once with provenance", records, len(accepted), redelivered, len(dead))
+
+	// helm uninstall keeps the topics (and the CRDs, queues and routes).
+	sh.Run("helm uninstall kqo -n kqo-system --wait")
+	topics, err := adm.ListTopics(ctx, queueTopic, dlqTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range []string{queueTopic, dlqTopic} {
+		if !topics.Has(tp) {
+			t.Fatalf("topic %s is gone after helm uninstall", tp)
+		}
+	}
+	if out := sh.Run("kubectl -n shop get sq,dlr -o name"); !strings.Contains(out, "sharequeue") || !strings.Contains(out, "deadletterroute") {
+		t.Fatalf("queues and routes after uninstall: %q", out)
+	}
+	phase("helm uninstall: topics, queue and route kept")
+}
+
+// appDeployment is the test application: the queueapp image (test/image/queueapp) in a
+// Deployment labelled for the webhook, held to the restricted profile.
+func appDeployment(img, bootstrap, ledger string) string {
+	return fmt.Sprintf(`kubectl apply -n shop -f - <<'YAML'
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: orders-worker}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: orders-worker}}
+  template:
+    metadata:
+      labels: {app: orders-worker, kafkaqueues.io/queue: orders}
+    spec:
+      securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
+      terminationGracePeriodSeconds: 30
+      containers:
+      - name: app
+        image: %s
+        imagePullPolicy: IfNotPresent
+        env:
+        - {name: KQO_APP_BOOTSTRAP, value: "%s"}
+        - {name: KQO_APP_LEDGER_TOPIC, value: %s}
+        securityContext:
+          allowPrivilegeEscalation: false
+          readOnlyRootFilesystem: true
+          runAsUser: 65532
+          capabilities: {drop: [ALL]}
+        resources:
+          requests: {cpu: 10m, memory: 32Mi}
+          limits: {memory: 128Mi}
+YAML`, img, bootstrap, ledger)
+}
+
+// phases logs the time each step took.
+func phases(t *testing.T) func(string) {
+	start, last := time.Now(), time.Now()
+	return func(what string) {
+		t.Logf("PHASE %-55s %7.1fs (total %6.1fs)", what, time.Since(last).Seconds(), time.Since(start).Seconds())
+		last = time.Now()
+	}
+}
+
+func waitDeploymentAvailable(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, name string) {
+	t.Helper()
+	rig.Eventually(t, 3*time.Minute, func() string {
+		d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		if d.Status.ObservedGeneration < d.Generation {
+			return "deployment status not observed yet"
+		}
+		for _, c := range d.Status.Conditions {
+			if c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue && d.Status.UpdatedReplicas == *d.Spec.Replicas && d.Status.AvailableReplicas == *d.Spec.Replicas && d.Status.Replicas == *d.Spec.Replicas {
+				return ""
+			}
+		}
+		return fmt.Sprintf("deployment %s/%s not Available: %+v", ns, name, d.Status)
+	})
+}
+
+func podsOf(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, selector string) []corev1.Pod {
+	t.Helper()
+	l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Pod
+	for _, p := range l.Items {
+		if p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func onlyPod(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, selector string) *corev1.Pod {
+	t.Helper()
+	ps := podsOf(ctx, t, cs, ns, selector)
+	if len(ps) != 1 {
+		t.Fatalf("%d Pods in %s match %s, want 1", len(ps), ns, selector)
+	}
+	return &ps[0]
+}
+
+// waitNewPod waits for a running, ready Pod matching selector other than old.
+func waitNewPod(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, selector, old string) *corev1.Pod {
+	t.Helper()
+	var got *corev1.Pod
+	rig.Eventually(t, 3*time.Minute, func() string {
+		for _, p := range podsOf(ctx, t, cs, ns, selector) {
+			if p.Name == old || p.Status.Phase != corev1.PodRunning {
+				continue
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+					got = &p
+					return ""
+				}
+			}
+		}
+		return fmt.Sprintf("no ready Pod for %s in %s besides %q", selector, ns, old)
+	})
+	return got
+}
+
+func waitAppPod(ctx context.Context, t *testing.T, cs kubernetes.Interface, old string) *corev1.Pod {
+	t.Helper()
+	return waitNewPod(ctx, t, cs, appNS, "app=orders-worker", old)
+}
+
+func deletePod(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, name string) {
+	t.Helper()
+	if err := cs.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("deleted Pod %s/%s", ns, name)
+}
+
+// checkRestrictedPod checks what the restricted profile and the chart promise, on the Pod as
+// the kubelet runs it: non-root, read-only root filesystem, no privilege escalation, all
+// capabilities dropped, RuntimeDefault seccomp, and every container running.
+func checkRestrictedPod(t *testing.T, p *corev1.Pod, want string) {
+	t.Helper()
+	found := false
+	all := append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...)
+	for _, c := range all {
+		if c.Name == want {
+			found = true
+		}
+		sc := c.SecurityContext
+		if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			t.Errorf("Pod %s container %s: securityContext %+v is not read-only/no-escalation", p.Name, c.Name, sc)
+		}
+	}
+	if !found {
+		t.Errorf("Pod %s has no container %s", p.Name, want)
+	}
+	for _, s := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		if s.State.Running == nil {
+			t.Errorf("Pod %s container %s is not running: %+v", p.Name, s.Name, s.State)
+		}
+	}
+}
+
+// checkProcessUser finds the process running exe on this host (the node is this host) and
+// checks its real and effective uid.
+func checkProcessUser(t *testing.T, exe string, uid int) {
+	t.Helper()
+	procs, _ := os.ReadDir("/proc")
+	for _, e := range procs {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.HasPrefix(string(cmd), exe+"\x00") {
+			continue
+		}
+		st, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
+		m := regexp.MustCompile(`(?m)^Uid:\s+(\d+)\s+(\d+)`).FindSubmatch(st)
+		if m == nil || string(m[1]) != strconv.Itoa(uid) || string(m[2]) != strconv.Itoa(uid) {
+			t.Fatalf("%s (pid %s) runs as %q, want uid %d", exe, e.Name(), m, uid)
+		}
+		if !regexp.MustCompile(`(?m)^CapEff:\s+0+$`).Match(st) {
+			t.Fatalf("%s (pid %s) has effective capabilities:\n%s", exe, e.Name(), st)
+		}
+		return
+	}
+	t.Fatalf("no process runs %s on the node", exe)
+}
+
+func checkWebhookCABundle(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
+	t.Helper()
+	rig.Eventually(t, time.Minute, func() string {
+		l, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		for _, c := range l.Items {
+			for _, w := range c.Webhooks {
+				if w.ClientConfig.Service != nil && w.ClientConfig.Service.Namespace == releaseNS {
+					if len(w.ClientConfig.CABundle) == 0 {
+						return fmt.Sprintf("webhook %s has no caBundle yet", w.Name)
+					}
+					return ""
+				}
+			}
+		}
+		return "no MutatingWebhookConfiguration points at the release's Service"
+	})
+}
+
+// checkSidecarFirst: the Pod got the republisher as a native sidecar (an init container that
+// keeps running), and it was started, and passed its startup probe, before the app started.
+func checkSidecarFirst(t *testing.T, p *corev1.Pod) {
+	t.Helper()
+	var side *corev1.ContainerStatus
+	for i, s := range p.Status.InitContainerStatuses {
+		if s.Name == "kqo-republisher" {
+			side = &p.Status.InitContainerStatuses[i]
+		}
+	}
+	if side == nil || side.State.Running == nil {
+		t.Fatalf("Pod %s has no running kqo-republisher sidecar: init statuses %+v", p.Name, p.Status.InitContainerStatuses)
+	}
+	if side.Started == nil || !*side.Started {
+		t.Fatalf("Pod %s: sidecar not started (startup probe)", p.Name)
+	}
+	for _, s := range p.Status.ContainerStatuses {
+		if s.Name == "app" {
+			if s.State.Running == nil {
+				t.Fatalf("Pod %s: app not running: %+v", p.Name, s.State)
+			}
+			if s.State.Running.StartedAt.Before(&side.State.Running.StartedAt) {
+				t.Fatalf("Pod %s: app started at %s, before its sidecar (%s)", p.Name, s.State.Running.StartedAt, side.State.Running.StartedAt)
+			}
+			return
+		}
+	}
+	t.Fatalf("Pod %s has no app container status", p.Name)
+}
+
+func header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+func head(s []string) []string {
+	if len(s) > 20 {
+		return append(s[:20:20], fmt.Sprintf("... and %d more", len(s)-20))
+	}
+	return s
+}
+
+// ledgerWatch reads the ledger and the dead-letter topic from the start, by record value.
+type ledgerWatch struct {
+	mu             sync.Mutex
+	accepted, dead map[string][]*kgo.Record
+	ledger, dlq    string
+}
+
+func newLedgerWatch(ctx context.Context, t *testing.T, brokers []string, ledger, dlq string) *ledgerWatch {
+	t.Helper()
+	w := &ledgerWatch{accepted: map[string][]*kgo.Record{}, dead: map[string][]*kgo.Record{}, ledger: ledger, dlq: dlq}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(ledger, dlq), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done; cl.Close() })
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			w.mu.Lock()
+			fs.EachRecord(func(r *kgo.Record) {
+				if r.Topic == ledger {
+					w.accepted[string(r.Value)] = append(w.accepted[string(r.Value)], r)
+				} else {
+					w.dead[string(r.Value)] = append(w.dead[string(r.Value)], r)
+				}
+			})
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+func (w *ledgerWatch) counts() (int, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.accepted), len(w.dead)
+}
+
+// waitSeen waits until n distinct values were accepted or dead-lettered.
+func (w *ledgerWatch) waitSeen(t *testing.T, n int, timeout time.Duration) {
+	t.Helper()
+	rig.Eventually(t, timeout, func() string {
+		a, d := w.counts()
+		if a+d >= n {
+			return ""
+		}
+		return fmt.Sprintf("%d accepted + %d dead-lettered, waiting for %d", a, d, n)
+	})
+}
+
+// waitAll waits until every value below n is in the ledger or the dead-letter topic and
+// then a few seconds more (a late duplicate would show), and returns copies of both maps.
+func (w *ledgerWatch) waitAll(t *testing.T, n int, timeout time.Duration) (map[string][]*kgo.Record, map[string][]*kgo.Record) {
+	t.Helper()
+	rig.Eventually(t, timeout, func() string {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		var missing []string
+		for i := 0; i < n; i++ {
+			v := strconv.Itoa(i)
+			if len(w.accepted[v]) == 0 && len(w.dead[v]) == 0 {
+				missing = append(missing, v)
+			}
+		}
+		if len(missing) == 0 {
+			return ""
+		}
+		sort.Strings(missing)
+		return fmt.Sprintf("%d of %d records neither accepted nor dead-lettered, e.g. %v", len(missing), n, head(missing))
+	})
+	time.Sleep(5 * time.Second)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	a, d := map[string][]*kgo.Record{}, map[string][]*kgo.Record{}
+	for k, v := range w.accepted {
+		a[k] = append([]*kgo.Record(nil), v...)
+	}
+	for k, v := range w.dead {
+		d[k] = append([]*kgo.Record(nil), v...)
+	}
+	return a, d
+}
+
+// dumpState logs what a failed run needs to be understood: Pods, events, the operator's and
+// the app's logs, and the ends of the node's component logs.
+func dumpState(t *testing.T, r *rig.NodeRig, cs kubernetes.Interface) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, ns := range []string{releaseNS, appNS} {
+		pods, _ := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		for _, p := range pods.Items {
+			t.Logf("Pod %s/%s phase %s conditions %+v", ns, p.Name, p.Status.Phase, p.Status.Conditions)
+			for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
+				b, err := cs.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: c.Name, TailLines: ptrInt64(40)}).DoRaw(ctx)
+				t.Logf("--- logs %s/%s[%s] (%v):\n%s", ns, p.Name, c.Name, err, b)
+			}
+		}
+		evs, _ := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		for _, e := range evs.Items {
+			t.Logf("event %s %s/%s %s %s (x%d): %s", e.LastTimestamp.Format("15:04:05"), ns, e.InvolvedObject.Name, e.Type, e.Reason, e.Count, e.Message)
+		}
+	}
+	for _, c := range []string{"kubelet", "containerd", "kube-controller-manager", "kube-scheduler", "kube-apiserver"} {
+		t.Logf("--- %s log:\n%s", c, r.LogTail(c, 25))
+	}
+}
+
+func ptrInt64(v int64) *int64 { return &v }
