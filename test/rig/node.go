@@ -74,9 +74,6 @@ var nodeSysctls = []string{"vm.overcommit_memory", "kernel.panic", "kernel.panic
 
 // NodeOptions configures StartNode.
 type NodeOptions struct {
-	// Kafka configures the broker started inside the namespace (Host and CommandPrefix are
-	// set by the rig).
-	Kafka KafkaOptions
 	// PauseImageTar is a docker-save tarball holding PauseImage (test/image builds it).
 	PauseImageTar string
 	// Log receives progress lines (default: discarded).
@@ -89,14 +86,13 @@ type NodeRig struct {
 	Config *rest.Config
 	// Kubeconfig is a kubeconfig file holding Config (for kubectl and helm).
 	Kubeconfig string
-	// Kafka is the broker inside the namespace, listening on NodeIP.
-	Kafka *Kafka
 	// LogDir holds each component's log (etcd.log, kube-apiserver.log, ..., kubelet.log).
 	LogDir string
 
-	opts  NodeOptions
-	procs []*nodeProc
-	lock  *os.File
+	opts   NodeOptions
+	procs  []*nodeProc
+	kafkas []*Kafka
+	lock   *os.File
 }
 
 type nodeProc struct {
@@ -131,8 +127,8 @@ func NodePrerequisites() []string {
 }
 
 // StartNode sweeps what an earlier run left, then starts the control plane, containerd, the
-// kubelet and a Kafka broker in the rig's namespace, and returns once the node is Ready, the
-// default ServiceAccount exists and the broker is up. Stop undoes all of it.
+// kubelet in the rig's namespace, and returns once the node is Ready and the default
+// ServiceAccount exists (StartKafka adds brokers). Stop undoes all of it.
 func StartNode(ctx context.Context, opts NodeOptions) (_ *NodeRig, err error) {
 	if opts.Log == nil {
 		opts.Log = func(string, ...any) {}
@@ -301,22 +297,32 @@ func StartNode(ctx context.Context, opts NodeOptions) (_ *NodeRig, err error) {
 	}
 	opts.Log("node rig: node %s Ready after %s", NodeName, time.Since(start).Round(time.Millisecond))
 
-	ko := opts.Kafka
-	ko.Host = NodeIP
-	ko.CommandPrefix = []string{"nsenter", "--net=" + netnsPath()}
-	if ko.Dir == "" {
-		ko.Dir = filepath.Join(NodeStateDir, "kafka")
-		if err := os.MkdirAll(ko.Dir, 0o755); err != nil {
+	return r, nil
+}
+
+// StartKafka starts a Kafka cluster inside the node's namespace, listening and advertising on
+// NodeIP, so Pods and the test process reach it at the same address (opts.Host and
+// opts.CommandPrefix are the rig's; opts.Dir defaults to one under NodeStateDir). Stop stops
+// it.
+func (r *NodeRig) StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
+	opts.Host = NodeIP
+	opts.CommandPrefix = []string{"nsenter", "--net=" + netnsPath()}
+	if opts.Dir == "" {
+		d, err := os.MkdirTemp(NodeStateDir, "kafka-")
+		if err != nil {
 			return nil, err
 		}
+		opts.Dir = d
 	}
-	if ko.Log == nil {
-		ko.Log = opts.Log
+	if opts.Log == nil {
+		opts.Log = r.opts.Log
 	}
-	if r.Kafka, err = StartKafka(ctx, ko); err != nil {
-		return nil, fmt.Errorf("starting the broker in the node's namespace: %w", err)
+	k, err := StartKafka(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("starting a broker in the node's namespace: %w", err)
 	}
-	return r, nil
+	r.kafkas = append(r.kafkas, k)
+	return k, nil
 }
 
 // ContainerdSocket is the node's containerd address.
@@ -336,10 +342,10 @@ func (r *NodeRig) ImportImage(ctx context.Context, tar string) error {
 // cgroups and the namespace, and puts back the sysctls the kubelet changed. With
 // KQO_KEEP_RIG set, the logs under NodeStateDir/logs stay for reading.
 func (r *NodeRig) Stop() {
-	if r.Kafka != nil {
-		r.Kafka.Stop()
-		r.Kafka = nil
+	for _, k := range r.kafkas {
+		k.Stop()
 	}
+	r.kafkas = nil
 	// The kubelet first, so it restarts nothing; then the rest in reverse start order.
 	for i := len(r.procs) - 1; i >= 0; i-- {
 		if r.procs[i].name == "kubelet" {
