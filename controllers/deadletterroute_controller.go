@@ -357,8 +357,13 @@ func (d *routeScope) status(context.Context) error {
 		// The queue's reconciler raises the limit once it sees this route's mode (and writes
 		// renewAcknowledge once its spec changes; the queue's watch wakes this route before
 		// that write), and the brokers' reads trail their writes: look again soon rather than
-		// at the next resync.
+		// at the next resync — every second for the first 30s of the wait (a new route and its
+		// queue normally settle in one or two), then every 15s (the brokers' bounds may leave
+		// no room, which only a spec or bounds change ends).
 		d.requeueAfter = min(d.r.ResyncInterval, 15*time.Second)
+		if time.Since(ra.LastTransitionTime.Time) < 30*time.Second {
+			d.requeueAfter = min(d.r.ResyncInterval, time.Second)
+		}
 	} else {
 		d.requeueAfter = d.r.ResyncInterval
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
@@ -29,7 +31,10 @@ const (
 	CertsOff = "off"
 	// CertsSelf: the manager creates a CA and serving certificate, keeps them in a Secret,
 	// rotates them before they expire and writes the CA into the MutatingWebhookConfiguration
-	// (open-policy-agent/cert-controller).
+	// (open-policy-agent/cert-controller). It also writes tls.crt and tls.key from the Secret
+	// into CertDir itself (CertFileSync), so CertDir must be writable (the chart mounts an
+	// emptyDir there): a Secret volume would make a fresh install wait for the kubelet's next
+	// sync of the volume, which the node rig measured at over a minute.
 	CertsSelf = "self"
 	// CertsExternal: tls.crt/tls.key are mounted in CertDir by someone else (cert-manager's
 	// Certificate, with its CA injector filling the caBundle).
@@ -80,6 +85,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := ensureSecret(mgr, o.Namespace, o.SecretName); err != nil {
 		return err
 	}
+	if err := mgr.Add(&CertFileSync{Reader: mgr.GetAPIReader(), Secret: types.NamespacedName{Namespace: o.Namespace, Name: o.SecretName}, Dir: o.CertDir}); err != nil {
+		return err
+	}
 	ready := make(chan struct{})
 	if err := rotator.AddRotator(mgr, &rotator.CertRotator{
 		SecretKey:      types.NamespacedName{Namespace: o.Namespace, Name: o.SecretName},
@@ -103,6 +111,98 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		}
 	}()
 	return nil
+}
+
+// CertFileSync copies the serving pair (tls.crt, tls.key) from the rotator's Secret into Dir
+// whenever the Secret's differ from the files: every second until the first copy, then every
+// CertFileSyncInterval (the rotator renews certificates long before they expire). Files are
+// written 0600 by rename, so the webhook server's certificate watcher never reads half a file.
+// It runs on every replica (each serves the webhook), not only the leader.
+type CertFileSync struct {
+	Reader client.Reader
+	Secret types.NamespacedName
+	Dir    string
+}
+
+// CertFileSyncInterval is how often CertFileSync looks at the Secret once it has copied it.
+var CertFileSyncInterval = 30 * time.Second
+
+var _ manager.LeaderElectionRunnable = (*CertFileSync)(nil)
+
+// NeedLeaderElection is false: every replica serves the webhook and needs the files.
+func (s *CertFileSync) NeedLeaderElection() bool { return false }
+
+// Start copies until ctx ends; errors are logged and retried.
+func (s *CertFileSync) Start(ctx context.Context) error {
+	log := ctrl.Log.WithName("webhook-cert-files")
+	synced := false
+	for {
+		copied, err := s.Sync(ctx)
+		switch {
+		case err != nil:
+			log.Error(err, "copying the webhook certificate into place", "secret", s.Secret, "dir", s.Dir)
+		case copied:
+			log.Info("webhook certificate written", "secret", s.Secret, "dir", s.Dir)
+		}
+		if err == nil && (copied || synced) {
+			synced = true
+		}
+		wait := time.Second
+		if synced {
+			wait = CertFileSyncInterval
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// Sync copies the Secret's pair into Dir if it differs from the files there, reporting
+// whether it wrote; a Secret without both keys yet (the rotator has not filled it) is no
+// error and writes nothing.
+func (s *CertFileSync) Sync(ctx context.Context) (bool, error) {
+	var sec corev1.Secret
+	if err := s.Reader.Get(ctx, s.Secret, &sec); err != nil {
+		return false, err
+	}
+	crt, key := sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey]
+	if len(crt) == 0 || len(key) == 0 {
+		return false, nil
+	}
+	oldCrt, _ := os.ReadFile(filepath.Join(s.Dir, corev1.TLSCertKey))
+	oldKey, _ := os.ReadFile(filepath.Join(s.Dir, corev1.TLSPrivateKeyKey))
+	if string(oldCrt) == string(crt) && string(oldKey) == string(key) {
+		return false, nil
+	}
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return false, err
+	}
+	// The key first: the certificate watcher reloads on either file, and a new certificate
+	// with the old key would not load.
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{corev1.TLSPrivateKeyKey, key}, {corev1.TLSCertKey, crt}} {
+		tmp, err := os.CreateTemp(s.Dir, "."+f.name+".*")
+		if err != nil {
+			return false, fmt.Errorf("writing %s in %s (self-managed certificates need a writable directory, e.g. an emptyDir): %w", f.name, s.Dir, err)
+		}
+		_, werr := tmp.Write(f.data)
+		cerr := tmp.Close()
+		if werr == nil {
+			werr = cerr
+		}
+		if werr == nil {
+			werr = os.Rename(tmp.Name(), filepath.Join(s.Dir, f.name))
+		}
+		if werr != nil {
+			_ = os.Remove(tmp.Name())
+			return false, werr
+		}
+	}
+	return true, nil
 }
 
 // ensureSecret creates the empty Secret the rotator keeps its certificates in, unless it exists.

@@ -448,10 +448,11 @@ func TestSelfManagedCertificates(t *testing.T) {
 			return fmt.Sprintf("secret keys %v", len(s.Data))
 		}
 		ca = s.Data["ca.crt"]
-		// What the kubelet does for the Pod: the Secret is mounted as a volume at CertDir.
+		// The manager writes the pair into CertDir itself (no Secret volume, no kubelet).
 		for _, k := range []string{"tls.crt", "tls.key"} {
-			if err := os.WriteFile(filepath.Join(certDir, k), s.Data[k], 0o600); err != nil {
-				return err.Error()
+			b, err := os.ReadFile(filepath.Join(certDir, k))
+			if err != nil || string(b) != string(s.Data[k]) {
+				return fmt.Sprintf("%s in CertDir does not hold the Secret's yet (%v)", k, err)
 			}
 		}
 		var got admissionregistrationv1.MutatingWebhookConfiguration

@@ -26,6 +26,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kafkaqueues/kafka-queue-operator/test/image"
@@ -144,6 +145,7 @@ func TestNodeEndToEnd(t *testing.T) {
 	phase("README install: KafkaCluster Ready")
 	deployName := release + "-kafka-queue-operator"
 	waitDeploymentAvailable(ctx, t, cs, releaseNS, deployName)
+	phase("operator Deployment Available (webhook serving)")
 	opPod := onlyPod(ctx, t, cs, releaseNS, "app.kubernetes.io/instance="+release)
 	checkRestrictedPod(t, opPod, "manager")
 	checkProcessUser(t, "/manager", 65532)
@@ -199,6 +201,7 @@ func TestNodeEndToEnd(t *testing.T) {
 
 	// The app Pod deleted mid-run: the sidecar drains, the Deployment's next Pod takes over.
 	watch.waitSeen(t, records/4, 3*time.Minute)
+	phase("a quarter of the records done")
 	deletePod(ctx, t, cs, appNS, appPod.Name)
 	appPod = waitAppPod(ctx, t, cs, appPod.Name)
 	checkSidecarFirst(t, appPod)
@@ -207,6 +210,7 @@ func TestNodeEndToEnd(t *testing.T) {
 	// The operator Pod deleted mid-run: the next one takes the lease, serves the webhook with
 	// the same certificates and reconciles. A Pod created after that gets its sidecar from it.
 	watch.waitSeen(t, records/2, 3*time.Minute)
+	phase("half of the records done")
 	deletePod(ctx, t, cs, releaseNS, opPod.Name)
 	waitNewPod(ctx, t, cs, releaseNS, "app.kubernetes.io/instance="+release, opPod.Name)
 	waitDeploymentAvailable(ctx, t, cs, releaseNS, deployName)
@@ -224,7 +228,7 @@ func TestNodeEndToEnd(t *testing.T) {
 	accepted, dead := watch.waitAll(t, records, 4*time.Minute)
 	phase("every record accounted for")
 	var dup, missing, wrong []string
-	redelivered := 0
+	redelivered, byCount := 0, map[int]int{}
 	for i := 0; i < records; i++ {
 		v := strconv.Itoa(i)
 		a, d := accepted[v], dead[v]
@@ -241,7 +245,9 @@ func TestNodeEndToEnd(t *testing.T) {
 			}
 		}
 		for _, rec := range a {
-			if n, _ := strconv.Atoi(header(rec, "delivery-count")); n > 1 {
+			n, _ := strconv.Atoi(header(rec, "delivery-count"))
+			byCount[n]++
+			if n > 1 {
 				redelivered++
 			}
 		}
@@ -263,7 +269,7 @@ func TestNodeEndToEnd(t *testing.T) {
 	if redelivered < records/7/2 {
 		t.Fatalf("only %d accepted records were delivered more than once; the app abandons ~%d first deliveries", redelivered, records/7)
 	}
-	t.Logf("%d records: %d accepted exactly once (%d after a redelivery), %d dead-lettered once with provenance", records, len(accepted), redelivered, len(dead))
+	t.Logf("%d records: %d accepted exactly once (%d after a redelivery; accepted at delivery count: %v), %d dead-lettered once with provenance", records, len(accepted), redelivered, byCount, len(dead))
 
 	// helm uninstall keeps the topics (and the CRDs, queues and routes).
 	sh.Run("helm uninstall kqo -n kqo-system --wait")
@@ -394,12 +400,60 @@ func waitAppPod(ctx context.Context, t *testing.T, cs kubernetes.Interface, old 
 	return waitNewPod(ctx, t, cs, appNS, "app=orders-worker", old)
 }
 
+// deletePod deletes a Pod as `kubectl delete pod` does (the default grace period) and
+// watches it until it is gone: every container, the sidecar included, must have exited by
+// itself with status 0 (it drained and stopped on SIGTERM), not been killed at the end of the
+// grace period.
 func deletePod(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, name string) {
 	t.Helper()
+	w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	start := time.Now()
 	if err := cs.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("deleted Pod %s/%s", ns, name)
+	var last *corev1.Pod
+	timeout := time.After(2 * time.Minute)
+	for gone := false; !gone; {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatalf("watch on Pod %s/%s ended before it was deleted", ns, name)
+			}
+			p, isPod := ev.Object.(*corev1.Pod)
+			if !isPod {
+				continue
+			}
+			last = p
+			gone = ev.Type == watch.Deleted
+		case <-timeout:
+			t.Fatalf("Pod %s/%s still there 2m after its deletion", ns, name)
+		}
+	}
+	elapsed := time.Since(start)
+	var exits []string
+	for _, s := range append(append([]corev1.ContainerStatus{}, last.Status.InitContainerStatuses...), last.Status.ContainerStatuses...) {
+		term := s.State.Terminated
+		if term == nil {
+			t.Errorf("Pod %s/%s container %s: no terminated state before deletion: %+v", ns, name, s.Name, s.State)
+			continue
+		}
+		exits = append(exits, fmt.Sprintf("%s exit %d after %s", s.Name, term.ExitCode, term.FinishedAt.Sub(start).Round(time.Second)))
+		if term.ExitCode != 0 {
+			t.Errorf("Pod %s/%s container %s exited %d (%s): it did not stop cleanly on SIGTERM", ns, name, s.Name, term.ExitCode, term.Reason)
+		}
+	}
+	grace := int64(30)
+	if last.Spec.TerminationGracePeriodSeconds != nil {
+		grace = *last.Spec.TerminationGracePeriodSeconds
+	}
+	if elapsed >= time.Duration(grace)*time.Second {
+		t.Errorf("Pod %s/%s took %s to go, the whole grace period (%ds)", ns, name, elapsed.Round(time.Second), grace)
+	}
+	t.Logf("deleted Pod %s/%s: gone after %s; %s", ns, name, elapsed.Round(100*time.Millisecond), strings.Join(exits, ", "))
 }
 
 // checkRestrictedPod checks what the restricted profile and the chart promise, on the Pod as
