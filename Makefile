@@ -64,8 +64,9 @@ run-local: rig-bins ## Main job: apiserver + Kafka broker + manager + samples, t
 ##@ Test
 
 .PHONY: test
-test: rig-bins verify ## Run every test: unit, CEL on a real apiserver, integration against real brokers.
+test: rig-bins node-bins verify ## Run every test: unit, CEL on a real apiserver, integration against real brokers, then the end-to-end test on a real node (test-node; root).
 	go test $(GO_TEST_FLAGS) ./...
+	$(MAKE) test-node
 
 .PHONY: test-node
 test-node: node-bins ## End to end on a real node (root): the chart's image and Pods run under a kubelet, the app's sidecar dead-letters (test/node, docs/node-rig.md).

@@ -151,9 +151,25 @@ func StartNode(ctx context.Context, opts NodeOptions) (_ *NodeRig, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		lock.Close()
-		return nil, fmt.Errorf("another node rig runs on this host (%s.lock is held): %w", NodeRunDir, err)
+	// One node rig per host: a second run waits for the first (up to ctx's deadline).
+	for waited := false; ; waited = true {
+		err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			lock.Close()
+			return nil, fmt.Errorf("locking %s.lock: %w", NodeRunDir, err)
+		}
+		if !waited {
+			opts.Log("node rig: another node rig runs on this host (%s.lock is held); waiting for it", NodeRunDir)
+		}
+		select {
+		case <-ctx.Done():
+			lock.Close()
+			return nil, fmt.Errorf("another node rig runs on this host (%s.lock is held): %w", NodeRunDir, ctx.Err())
+		case <-time.After(time.Second):
+		}
 	}
 	r := &NodeRig{opts: opts, lock: lock}
 	defer func() {
