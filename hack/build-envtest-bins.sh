@@ -7,6 +7,8 @@
 #
 # Env: KQO_CACHE (default ~/.cache/kafka-queue-operator), KUBE_VERSION, ETCD_VERSION.
 set -euo pipefail
+# shellcheck source=hack/lib-kubernetes-module.sh
+source "$(dirname "$0")/lib-kubernetes-module.sh"
 
 KUBE_VERSION="${KUBE_VERSION:-v1.37.2}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
@@ -79,16 +81,7 @@ if [[ ! -x "$OUT/kube-apiserver" || ! -x "$OUT/kubectl" ]]; then
   log "building kube-apiserver and kubectl ${KUBE_VERSION}"
   mkdir -p "$work/kas"
   cd "$work/kas"
-  go mod init kqo.local/kas >/dev/null 2>&1
-  # k8s.io/kubernetes requires its staging modules at v0.0.0 (replaced in its own repo);
-  # map each one to the published v0.X.Y that matches this release.
-  modjson="$(go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}")"
-  gomod="$(printf '%s' "$modjson" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')"
-  staging_version="v0.${KUBE_VERSION#v1.}"
-  {
-    echo "require k8s.io/kubernetes ${KUBE_VERSION}"
-    grep -E '^\s*k8s\.io/[a-z0-9-]+ v0\.0\.0\s*$' "$gomod" | awk -v v="$staging_version" '{print "replace " $1 " => " $1 " " v}' | sort -u
-  } >> go.mod
+  kube_module_init kqo.local/kas "$KUBE_VERSION"
   cat > tools.go <<'GO'
 //go:build tools
 
@@ -100,7 +93,7 @@ import (
 )
 GO
   go mod tidy >&2
-  ldflags="-X k8s.io/component-base/version.gitVersion=${KUBE_VERSION} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$KUBE_VERSION" | cut -d. -f2)"
+  ldflags="$(kube_ldflags "$KUBE_VERSION")"
   if [[ ! -x "$OUT/kube-apiserver" ]]; then
     CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags -X k8s.io/component-base/version/verflag.programName=kube-apiserver" -o "$OUT/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver >&2
     mv "$OUT/kube-apiserver.tmp" "$OUT/kube-apiserver"

@@ -9,6 +9,8 @@
 #
 # Env: KQO_CACHE (default ~/.cache/kafka-queue-operator), KUBE_VERSION.
 set -euo pipefail
+# shellcheck source=hack/lib-kubernetes-module.sh
+source "$(dirname "$0")/lib-kubernetes-module.sh"
 
 KUBE_VERSION="${KUBE_VERSION:-v1.37.2}"
 CACHE="${KQO_CACHE:-$HOME/.cache/kafka-queue-operator}"
@@ -37,14 +39,7 @@ trap 'rm -rf "$work"' EXIT
 log() { echo "[build-node-bins] $*" >&2; }
 
 cd "$work"
-go mod init kqo.local/node >/dev/null 2>&1
-modjson="$(go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}")"
-gomod="$(printf '%s' "$modjson" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')"
-staging_version="v0.${KUBE_VERSION#v1.}"
-{
-  echo "require k8s.io/kubernetes ${KUBE_VERSION}"
-  grep -E '^\s*k8s\.io/[a-z0-9-]+ v0\.0\.0\s*$' "$gomod" | awk -v v="$staging_version" '{print "replace " $1 " => " $1 " " v}' | sort -u
-} >> go.mod
+kube_module_init kqo.local/node "$KUBE_VERSION"
 {
   echo '//go:build tools'
   echo
@@ -55,8 +50,7 @@ staging_version="v0.${KUBE_VERSION#v1.}"
   echo ')'
 } > tools.go
 go mod tidy >&2
-minor="$(echo "$KUBE_VERSION" | cut -d. -f2)"
-ldflags="-X k8s.io/component-base/version.gitVersion=${KUBE_VERSION} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${minor}"
+ldflags="$(kube_ldflags "$KUBE_VERSION")"
 for b in "${BINS[@]}"; do
   [[ -x "$OUT/$b" ]] && continue
   log "building $b ${KUBE_VERSION}"
