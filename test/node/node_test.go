@@ -225,7 +225,13 @@ func TestNodeEndToEnd(t *testing.T) {
 	if err := <-prodDone; err != nil {
 		t.Fatal(err)
 	}
-	accepted, dead := watch.waitAll(t, records, 4*time.Minute)
+	// A record whose accept the broker lost comes back only when its lock lapses: wait that
+	// long after the last record is seen, or a late duplicate could not show.
+	lock, err := time.ParseDuration(strings.TrimSpace(sh.Run("kubectl -n shop get sq orders -o jsonpath='{.spec.delivery.lockDuration}'")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted, dead := watch.waitAll(t, records, 4*time.Minute, lock+5*time.Second)
 	phase("every record accounted for")
 	var dup, missing, wrong []string
 	redelivered, byCount := 0, map[int]int{}
@@ -629,8 +635,9 @@ func (w *ledgerWatch) waitSeen(t *testing.T, n int, timeout time.Duration) {
 }
 
 // waitAll waits until every value below n is in the ledger or the dead-letter topic and
-// then a few seconds more (a late duplicate would show), and returns copies of both maps.
-func (w *ledgerWatch) waitAll(t *testing.T, n int, timeout time.Duration) (map[string][]*kgo.Record, map[string][]*kgo.Record) {
+// then settle more (longer than the queue's lock, so a redelivery after a lost accept, a late
+// duplicate, would show), and returns copies of both maps.
+func (w *ledgerWatch) waitAll(t *testing.T, n int, timeout, settle time.Duration) (map[string][]*kgo.Record, map[string][]*kgo.Record) {
 	t.Helper()
 	rig.Eventually(t, timeout, func() string {
 		w.mu.Lock()
@@ -648,7 +655,7 @@ func (w *ledgerWatch) waitAll(t *testing.T, n int, timeout time.Duration) (map[s
 		sort.Strings(missing)
 		return fmt.Sprintf("%d of %d records neither accepted nor dead-lettered, e.g. %v", len(missing), n, head(missing))
 	})
-	time.Sleep(5 * time.Second)
+	time.Sleep(settle)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	a, d := map[string][]*kgo.Record{}, map[string][]*kgo.Record{}

@@ -36,6 +36,15 @@ func TestNodeSweepAfterKill(t *testing.T) {
 		t.Fatalf("this host cannot run the node rig: it lacks %s", strings.Join(missing, ", "))
 	}
 	before := sysctls(t)
+	// Shared with any containerd on the host: the rig may add nothing there that it leaves.
+	shared := []string{"/run/containerd/s", "/run/containerd/runc/k8s.io", "/var/lib/cni/results"}
+	sharedBefore := map[string]bool{}
+	for _, d := range shared {
+		es, _ := os.ReadDir(d)
+		for _, e := range es {
+			sharedBefore[filepath.Join(d, e.Name())] = true
+		}
+	}
 	bin := t.TempDir()
 	if err := image.BuildFixtures(context.Background(), rig.RepoRoot(), bin); err != nil {
 		t.Fatal(err)
@@ -115,6 +124,14 @@ func TestNodeSweepAfterKill(t *testing.T) {
 	cg, _ := filepath.Glob("/sys/fs/cgroup/*/" + rig.NodeCgroupRoot)
 	if len(cg) > 0 {
 		t.Errorf("cgroups left: %v", cg)
+	}
+	for _, d := range shared {
+		es, _ := os.ReadDir(d)
+		for _, e := range es {
+			if p := filepath.Join(d, e.Name()); !sharedBefore[p] {
+				t.Errorf("%s left (outside the rig's directories)", p)
+			}
+		}
 	}
 	if after := sysctls(t); after != before {
 		t.Errorf("sysctls before the runs: %s; after: %s", before, after)

@@ -8,8 +8,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -535,16 +537,29 @@ func SweepNode(logf func(string, ...any)) error {
 			errs = append(errs, fmt.Errorf("unmounting %s: %w", m, err))
 		}
 	}
+	deletedNS := false
 	if _, err := os.Stat(netnsPath()); err == nil {
 		if err := run("ip", "netns", "delete", NodeNetNS); err != nil {
 			errs = append(errs, err)
+		} else {
+			deletedNS = true
 		}
 	}
-	// A host-side veth whose peer went with the namespace is gone already; one left by a
-	// half-made network is removed here.
+	// A host-side veth whose peer was in the namespace goes with it, but not at once: the
+	// kernel tears a deleted namespace down asynchronously, so the veth may still be listed
+	// for a moment and then vanish under `ip link delete` ("Cannot find device"). Wait for
+	// it to go; one left by a half-made network (its peer never moved) is removed here.
+	for i := 0; deletedNS && i < 50; i++ {
+		if _, err := net.InterfaceByName(NodeHostVeth); err != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if _, err := net.InterfaceByName(NodeHostVeth); err == nil {
 		if err := run("ip", "link", "delete", NodeHostVeth); err != nil {
-			errs = append(errs, err)
+			if _, still := net.InterfaceByName(NodeHostVeth); still == nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	for _, c := range cgroupHierarchies() {
@@ -553,6 +568,14 @@ func SweepNode(logf func(string, ...any)) error {
 		}
 	}
 	if err := restoreSysctls(); err != nil {
+		errs = append(errs, err)
+	}
+	// containerd 1.6 keeps two things of each task outside its own directories: the shim's
+	// socket in /run/containerd/s (named by a hash of containerd's address, the namespace
+	// and the id; not configurable) and, for a sandbox, libcni's cached results in
+	// /var/lib/cni/results. A shim killed before it deleted its task leaves both; remove
+	// those of the rig's tasks (named in its containerd state dir), and nothing else there.
+	if err := removeTaskLeftovers(); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
@@ -569,6 +592,40 @@ func SweepNode(logf func(string, ...any)) error {
 			}
 			if err := os.RemoveAll(d); err != nil {
 				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Where containerd 1.6 and libcni keep per-task files whatever containerd's root and state.
+var (
+	shimSocketDir  = "/run/containerd/s"
+	cniResultsDir  = "/var/lib/cni/results"
+	containerdTask = filepath.Join(NodeRunDir, "containerd", "io.containerd.runtime.v2.task")
+)
+
+// removeTaskLeftovers removes the shim sockets and cached CNI results of the tasks named
+// under the rig's containerd state directory.
+func removeTaskLeftovers() error {
+	nss, err := os.ReadDir(containerdTask)
+	if err != nil {
+		return nil // no state dir: nothing of the rig's
+	}
+	var errs []error
+	for _, ns := range nss {
+		ids, _ := os.ReadDir(filepath.Join(containerdTask, ns.Name()))
+		for _, id := range ids {
+			sum := sha256.Sum256([]byte(filepath.Join(ContainerdSocket(), ns.Name(), id.Name())))
+			sock := filepath.Join(shimSocketDir, hex.EncodeToString(sum[:]))
+			if err := os.Remove(sock); err != nil && !os.IsNotExist(err) {
+				errs = append(errs, err)
+			}
+			cached, _ := filepath.Glob(filepath.Join(cniResultsDir, "*-"+id.Name()+"-*"))
+			for _, f := range cached {
+				if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
+					errs = append(errs, err)
+				}
 			}
 		}
 	}
@@ -774,7 +831,9 @@ state = %q
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-`, filepath.Join(dir, "root"), filepath.Join(NodeRunDir, "containerd"), ContainerdSocket(), PauseImage, cniConf)
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        Root = %q
+`, filepath.Join(dir, "root"), filepath.Join(NodeRunDir, "containerd"), ContainerdSocket(), PauseImage, cniConf, filepath.Join(NodeRunDir, "runc"))
 	p := filepath.Join(dir, "config.toml")
 	return p, os.WriteFile(p, []byte(cfg), 0o644)
 }
