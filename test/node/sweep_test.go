@@ -36,6 +36,11 @@ func TestNodeSweepAfterKill(t *testing.T) {
 		t.Fatalf("this host cannot run the node rig: it lacks %s", strings.Join(missing, ", "))
 	}
 	before := sysctls(t)
+	// After a killed run the kubelet's values are in force; the originals are in the rig's
+	// save file, which the next sweep restores.
+	if b, err := os.ReadFile(rig.NodeStateDir + ".sysctls"); err == nil {
+		before = strings.Join(strings.Fields(string(b)), " ")
+	}
 	// Shared with any containerd on the host: the rig may add nothing there that it leaves.
 	shared := []string{"/run/containerd/s", "/run/containerd/runc/k8s.io", "/var/lib/cni/results"}
 	sharedBefore := map[string]bool{}
