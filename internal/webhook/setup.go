@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
@@ -85,7 +86,11 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := ensureSecret(mgr, o.Namespace, o.SecretName); err != nil {
 		return err
 	}
-	if err := mgr.Add(&CertFileSync{Reader: mgr.GetAPIReader(), Secret: types.NamespacedName{Namespace: o.Namespace, Name: o.SecretName}, Dir: o.CertDir}); err != nil {
+	wc, err := client.NewWithWatch(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(&CertFileSync{Reader: mgr.GetAPIReader(), Watch: wc, Secret: types.NamespacedName{Namespace: o.Namespace, Name: o.SecretName}, Dir: o.CertDir}); err != nil {
 		return err
 	}
 	ready := make(chan struct{})
@@ -114,17 +119,25 @@ func Setup(mgr ctrl.Manager, o Options) error {
 }
 
 // CertFileSync copies the serving pair (tls.crt, tls.key) from the rotator's Secret into Dir
-// whenever the Secret's differ from the files: every second until the first copy, then every
-// CertFileSyncInterval (the rotator renews certificates long before they expire). Files are
-// written 0600 by rename, so the webhook server's certificate watcher never reads half a file.
-// It runs on every replica (each serves the webhook), not only the leader.
+// whenever the Secret's differ from the files. With Watch set it copies on every change of
+// the Secret it sees (a watch on that one Secret, by name), so a rotation reaches the files in
+// the moment the rotator writes the caBundle, not up to an interval later (a served
+// certificate the caBundle does not trust makes the apiserver skip the webhook: with
+// failurePolicy Ignore, Pods get no sidecar). It also looks every second until the first
+// copy and then every CertFileSyncInterval, in case a watch event was missed. Files are
+// written 0600 by rename, so the webhook server's certificate watcher never reads half a
+// file. It runs on every replica (each serves the webhook), not only the leader.
 type CertFileSync struct {
 	Reader client.Reader
+	// Watch, when set, is used to watch the Secret (the manager's Role allows watch on
+	// Secrets in its namespace).
+	Watch  client.WithWatch
 	Secret types.NamespacedName
 	Dir    string
 }
 
-// CertFileSyncInterval is how often CertFileSync looks at the Secret once it has copied it.
+// CertFileSyncInterval is how often CertFileSync looks at the Secret once it has copied it,
+// besides the watch.
 var CertFileSyncInterval = 30 * time.Second
 
 var _ manager.LeaderElectionRunnable = (*CertFileSync)(nil)
@@ -135,6 +148,10 @@ func (s *CertFileSync) NeedLeaderElection() bool { return false }
 // Start copies until ctx ends; errors are logged and retried.
 func (s *CertFileSync) Start(ctx context.Context) error {
 	log := ctrl.Log.WithName("webhook-cert-files")
+	changed := make(chan struct{}, 1)
+	if s.Watch != nil {
+		go s.watch(ctx, changed)
+	}
 	synced := false
 	for {
 		copied, err := s.Sync(ctx)
@@ -154,8 +171,33 @@ func (s *CertFileSync) Start(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-changed:
 		case <-time.After(wait):
 		}
+	}
+}
+
+// watch signals changed on every event of the Secret, re-opening the watch when it ends.
+func (s *CertFileSync) watch(ctx context.Context, changed chan<- struct{}) {
+	for ctx.Err() == nil {
+		var list corev1.SecretList
+		w, err := s.Watch.Watch(ctx, &list, client.InNamespace(s.Secret.Namespace),
+			client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", s.Secret.Name)})
+		if err != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(5 * time.Second):
+				continue
+			}
+		}
+		for range w.ResultChan() {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}
+		w.Stop()
 	}
 }
 

@@ -482,4 +482,39 @@ func TestSelfManagedCertificates(t *testing.T) {
 		}
 		return ""
 	})
+
+	// A new CA (the Secret emptied, as a rotation or a restore from scratch does): the rotator
+	// writes it into the caBundle at once, and the served certificate must follow within
+	// seconds (the Secret is watched), not at the next 30s poll — until it does, the apiserver
+	// cannot call the webhook and Pods get no sidecar.
+	var sec corev1.Secret
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "kqo-system", Name: "kqo-webhook-cert"}, &sec); err != nil {
+		t.Fatal(err)
+	}
+	sec.Data = nil
+	if err := c.Update(ctx, &sec); err != nil {
+		t.Fatal(err)
+	}
+	emptied := time.Now()
+	eventually(t, 20*time.Second, func() string {
+		var got admissionregistrationv1.MutatingWebhookConfiguration
+		if err := c.Get(ctx, client.ObjectKey{Name: "kqo-republisher"}, &got); err != nil {
+			return err.Error()
+		}
+		bundle := got.Webhooks[0].ClientConfig.CABundle
+		if len(bundle) == 0 || string(bundle) == string(ca) {
+			return "caBundle still the old CA"
+		}
+		newPool := x509.NewCertPool()
+		if !newPool.AppendCertsFromPEM(bundle) {
+			return "caBundle is not PEM"
+		}
+		conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port), &tls.Config{RootCAs: newPool, ServerName: "kqo-webhook.kqo-system.svc"})
+		if err != nil {
+			return "the served certificate does not chain to the new caBundle: " + err.Error()
+		}
+		conn.Close()
+		return ""
+	})
+	t.Logf("after a new CA, the served certificate chained to the new caBundle in %s", time.Since(emptied).Round(100*time.Millisecond))
 }

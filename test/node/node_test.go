@@ -130,7 +130,21 @@ func TestNodeEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k41, err := r.StartKafka(ctx, rig.KafkaOptions{ReleaseVersion: "4.1"})
+	// Its SSL listener requires a client certificate (the secured sidecar below).
+	ca, err := rig.NewTestCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := ca.ServerCert()
+	if err != nil {
+		t.Fatal(err)
+	}
+	server.ClientCAPEM = ca.CertPEM
+	clientCert, err := ca.ClientCert()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k41, err := r.StartKafka(ctx, rig.KafkaOptions{ReleaseVersion: "4.1", TLS: server})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +193,7 @@ func TestNodeEndToEnd(t *testing.T) {
 	}
 	watch := newLedgerWatch(ctx, t, k41.BootstrapServers(), ledgerTopic, dlqTopic)
 
-	sh.Run(appDeployment(appImage, k41.Bootstrap(), ledgerTopic))
+	sh.Run(appDeployment("shop", "orders-worker", "orders", appImage, k41.Bootstrap(), ledgerTopic))
 	appPod := waitAppPod(ctx, t, cs, "")
 	checkSidecarFirst(t, appPod)
 	checkRestrictedPod(t, appPod, "app")
@@ -277,6 +291,9 @@ func TestNodeEndToEnd(t *testing.T) {
 	}
 	t.Logf("%d records: %d accepted exactly once (%d after a redelivery; accepted at delivery count: %v), %d dead-lettered once with provenance", records, len(accepted), redelivered, byCount, len(dead))
 
+	securedSidecar(ctx, t, sh, cs, k41, ca, clientCert, appImage)
+	phase("secured sidecar: mutual TLS from Secret volumes")
+
 	// helm uninstall keeps the topics (and the CRDs, queues and routes).
 	sh.Run("helm uninstall kqo -n kqo-system --wait")
 	topics, err := adm.ListTopics(ctx, queueTopic, dlqTopic)
@@ -296,27 +313,27 @@ func TestNodeEndToEnd(t *testing.T) {
 
 // appDeployment is the test application: the queueapp image (test/image/queueapp) in a
 // Deployment labelled for the webhook, held to the restricted profile.
-func appDeployment(img, bootstrap, ledger string) string {
-	return fmt.Sprintf(`kubectl apply -n shop -f - <<'YAML'
+func appDeployment(ns, name, queue, img, bootstrap, ledger string) string {
+	return fmt.Sprintf(`kubectl apply -n %[1]s -f - <<'YAML'
 apiVersion: apps/v1
 kind: Deployment
-metadata: {name: orders-worker}
+metadata: {name: %[2]s}
 spec:
   replicas: 1
-  selector: {matchLabels: {app: orders-worker}}
+  selector: {matchLabels: {app: %[2]s}}
   template:
     metadata:
-      labels: {app: orders-worker, kafkaqueues.io/queue: orders}
+      labels: {app: %[2]s, kafkaqueues.io/queue: %[3]s}
     spec:
       securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
       terminationGracePeriodSeconds: 30
       containers:
       - name: app
-        image: %s
+        image: %[4]s
         imagePullPolicy: IfNotPresent
         env:
-        - {name: KQO_APP_BOOTSTRAP, value: "%s"}
-        - {name: KQO_APP_LEDGER_TOPIC, value: %s}
+        - {name: KQO_APP_BOOTSTRAP, value: "%[5]s"}
+        - {name: KQO_APP_LEDGER_TOPIC, value: %[6]s}
         securityContext:
           allowPrivilegeEscalation: false
           readOnlyRootFilesystem: true
@@ -325,7 +342,7 @@ spec:
         resources:
           requests: {cpu: 10m, memory: 32Mi}
           limits: {memory: 128Mi}
-YAML`, img, bootstrap, ledger)
+YAML`, ns, name, queue, img, bootstrap, ledger)
 }
 
 // phases logs the time each step took.
@@ -404,6 +421,96 @@ func waitNewPod(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, 
 func waitAppPod(ctx context.Context, t *testing.T, cs kubernetes.Interface, old string) *corev1.Pod {
 	t.Helper()
 	return waitNewPod(ctx, t, cs, appNS, "app=orders-worker", old)
+}
+
+// securedSidecar: in a second restricted namespace, a KafkaCluster on the brokers' mutual-TLS
+// listener. The webhook gives the sidecar the CA and the client certificate as Secret volumes;
+// the kubelet mounts them, the sidecar (uid 65532, read-only root) reads them, and records
+// still land once: accepted, or in the dead-letter topic written over TLS.
+func securedSidecar(ctx context.Context, t *testing.T, sh *rig.UserShell, cs kubernetes.Interface, k *rig.Kafka, ca *rig.TestCA, client *rig.TLSMaterial, appImage string) {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range map[string]string{"ca.crt": ca.CertPEM, "tls.crt": client.CertPEM, "tls.key": client.KeyPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sh.Run("kubectl create namespace shop-tls")
+	sh.Run("kubectl label namespace shop-tls pod-security.kubernetes.io/enforce=restricted")
+	sh.Run("kubectl -n shop-tls create secret generic kafka-ca --from-file=ca.crt=" + filepath.Join(dir, "ca.crt"))
+	sh.Run("kubectl -n shop-tls create secret tls kafka-client --cert=" + filepath.Join(dir, "tls.crt") + " --key=" + filepath.Join(dir, "tls.key"))
+	sh.Run(fmt.Sprintf(`kubectl apply -n shop-tls -f - <<'YAML'
+apiVersion: kafkaqueues.io/v1alpha1
+kind: KafkaCluster
+metadata: {name: kafka-tls}
+spec:
+  bootstrapServers: [%s]
+  tls:
+    caSecretRef: {name: kafka-ca, key: ca.crt}
+    clientCert: {secretName: kafka-client}
+    # the rig's broker certificate names localhost
+    serverName: localhost
+---
+apiVersion: kafkaqueues.io/v1alpha1
+kind: ShareQueue
+metadata: {name: payments}
+spec:
+  clusterRef: {name: kafka-tls}
+  delivery: {lockDuration: 15s, maxDeliveryAttempts: 3, autoOffsetReset: earliest}
+---
+apiVersion: kafkaqueues.io/v1alpha1
+kind: DeadLetterRoute
+metadata: {name: payments-dlq}
+spec:
+  queueRef: {name: payments}
+  mode: Republisher
+YAML`, strings.Join(k.TLSBootstrapServers(), ", ")))
+	sh.Run("kubectl -n shop-tls wait kqc/kafka-tls sq/payments dlr/payments-dlq --for=condition=Ready --timeout=2m")
+	topic := strings.TrimSpace(sh.Run("kubectl -n shop-tls get sq payments -o jsonpath='{.status.topicName}'"))
+	dlq := strings.TrimSpace(sh.Run("kubectl -n shop-tls get dlr payments-dlq -o jsonpath='{.status.topicName}'"))
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.BootstrapServers()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const ledger, n = "payments-ledger", 200
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, ledger); err != nil {
+		t.Fatal(err)
+	}
+	watch := newLedgerWatch(ctx, t, k.BootstrapServers(), ledger, dlq)
+	sh.Run(appDeployment("shop-tls", "payments-worker", "payments", appImage, k.Bootstrap(), ledger))
+	p := waitNewPod(ctx, t, cs, "shop-tls", "app=payments-worker", "")
+	checkSidecarFirst(t, p)
+	mounted := map[string]bool{}
+	for _, c := range p.Spec.InitContainers {
+		if c.Name == "kqo-republisher" {
+			for _, m := range c.VolumeMounts {
+				mounted[m.Name] = true
+			}
+		}
+	}
+	if !mounted["kqo-kafka-ca"] || !mounted["kqo-kafka-client-cert"] {
+		t.Fatalf("the secured sidecar mounts %v, want kqo-kafka-ca and kqo-kafka-client-cert", mounted)
+	}
+	for i := 0; i < n; i++ {
+		v := []byte(strconv.Itoa(i))
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: v, Value: v}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	accepted, dead := watch.waitAll(t, n, 3*time.Minute, 20*time.Second)
+	for i := 0; i < n; i++ {
+		v := strconv.Itoa(i)
+		want := [2]int{1, 0}
+		if i%10 == 0 {
+			want = [2]int{0, 1}
+		}
+		if got := [2]int{len(accepted[v]), len(dead[v])}; got != want {
+			t.Errorf("secured: record %s accepted %d, dead-lettered %d; want %d, %d", v, got[0], got[1], want[0], want[1])
+		}
+	}
+	t.Logf("secured sidecar (mutual TLS, Secret volumes): %d records, %d accepted once, %d dead-lettered once", n, len(accepted), len(dead))
 }
 
 // deletePod deletes a Pod as `kubectl delete pod` does (the default grace period) and
