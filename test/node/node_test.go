@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -195,7 +196,7 @@ func TestNodeEndToEnd(t *testing.T) {
 
 	sh.Run(appDeployment("shop", "orders-worker", "orders", appImage, k41.Bootstrap(), ledgerTopic))
 	appPod := waitAppPod(ctx, t, cs, "")
-	checkSidecarFirst(t, appPod)
+	checkSidecarFirst(ctx, t, cs, appPod)
 	checkRestrictedPod(t, appPod, "app")
 	phase("app Pod running with its sidecar")
 
@@ -218,7 +219,7 @@ func TestNodeEndToEnd(t *testing.T) {
 	phase("a quarter of the records done")
 	deletePod(ctx, t, cs, appNS, appPod.Name)
 	appPod = waitAppPod(ctx, t, cs, appPod.Name)
-	checkSidecarFirst(t, appPod)
+	checkSidecarFirst(ctx, t, cs, appPod)
 	phase("app Pod replaced")
 
 	// The operator Pod deleted mid-run: the next one takes the lease, serves the webhook with
@@ -232,7 +233,7 @@ func TestNodeEndToEnd(t *testing.T) {
 	sh.Run("kubectl -n shop scale deploy/orders-worker --replicas=2")
 	waitDeploymentAvailable(ctx, t, cs, appNS, "orders-worker")
 	for _, p := range podsOf(ctx, t, cs, appNS, "app=orders-worker") {
-		checkSidecarFirst(t, &p)
+		checkSidecarFirst(ctx, t, cs, &p)
 	}
 	phase("operator Pod replaced; app scaled to 2 with sidecars")
 
@@ -481,7 +482,7 @@ YAML`, strings.Join(k.TLSBootstrapServers(), ", ")))
 	watch := newLedgerWatch(ctx, t, k.BootstrapServers(), ledger, dlq)
 	sh.Run(appDeployment("shop-tls", "payments-worker", "payments", appImage, k.Bootstrap(), ledger))
 	p := waitNewPod(ctx, t, cs, "shop-tls", "app=payments-worker", "")
-	checkSidecarFirst(t, p)
+	checkSidecarFirst(ctx, t, cs, p)
 	mounted := map[string]bool{}
 	for _, c := range p.Spec.InitContainers {
 		if c.Name == "kqo-republisher" {
@@ -583,6 +584,17 @@ func checkRestrictedPod(t *testing.T, p *corev1.Pod, want string) {
 		sc := c.SecurityContext
 		if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
 			t.Errorf("Pod %s container %s: securityContext %+v is not read-only/no-escalation", p.Name, c.Name, sc)
+			continue
+		}
+		psc := p.Spec.SecurityContext
+		if !(sc.RunAsNonRoot != nil && *sc.RunAsNonRoot) && !(psc != nil && psc.RunAsNonRoot != nil && *psc.RunAsNonRoot) {
+			t.Errorf("Pod %s container %s: runAsNonRoot is not set", p.Name, c.Name)
+		}
+		if sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") {
+			t.Errorf("Pod %s container %s: capabilities %+v do not drop ALL", p.Name, c.Name, sc.Capabilities)
+		}
+		if !(sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault) && !(psc != nil && psc.SeccompProfile != nil && psc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault) {
+			t.Errorf("Pod %s container %s: no RuntimeDefault seccomp profile", p.Name, c.Name)
 		}
 	}
 	if !found {
@@ -644,7 +656,7 @@ func checkWebhookCABundle(ctx context.Context, t *testing.T, cs kubernetes.Inter
 
 // checkSidecarFirst: the Pod got the republisher as a native sidecar (an init container that
 // keeps running), and it was started, and passed its startup probe, before the app started.
-func checkSidecarFirst(t *testing.T, p *corev1.Pod) {
+func checkSidecarFirst(ctx context.Context, t *testing.T, cs kubernetes.Interface, p *corev1.Pod) {
 	t.Helper()
 	var side *corev1.ContainerStatus
 	for i, s := range p.Status.InitContainerStatuses {
@@ -665,6 +677,20 @@ func checkSidecarFirst(t *testing.T, p *corev1.Pod) {
 			}
 			if s.State.Running.StartedAt.Before(&side.State.Running.StartedAt) {
 				t.Fatalf("Pod %s: app started at %s, before its sidecar (%s)", p.Name, s.State.Running.StartedAt, side.State.Running.StartedAt)
+			}
+			// Timestamps have one-second resolution: the app's own log says whether the
+			// sidecar's API answered its very first call (queueapp logs waiting-for-sidecar
+			// for each failed one before "ready").
+			b, err := cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: "app", LimitBytes: ptrInt64(8192)}).DoRaw(ctx)
+			if err != nil {
+				t.Fatalf("Pod %s: app log: %v", p.Name, err)
+			}
+			head, _, found := strings.Cut(string(b), `"msg":"ready"`)
+			if !found {
+				t.Fatalf("Pod %s: the app never logged ready:\n%s", p.Name, b)
+			}
+			if strings.Contains(head, "waiting-for-sidecar") {
+				t.Fatalf("Pod %s: the app started before its sidecar answered:\n%s", p.Name, head)
 			}
 			return
 		}

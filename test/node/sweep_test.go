@@ -193,7 +193,7 @@ func processesUnder(t *testing.T) []string {
 func sysctls(t *testing.T) string {
 	t.Helper()
 	var b strings.Builder
-	for _, s := range []string{"vm.overcommit_memory", "kernel.panic", "kernel.panic_on_oops"} {
+	for _, s := range rig.NodeSysctls {
 		v, err := os.ReadFile("/proc/sys/" + strings.ReplaceAll(s, ".", "/"))
 		if err != nil {
 			t.Fatal(err)

@@ -70,9 +70,12 @@ const (
 	PauseImage = "kqo.local/pause:1"
 )
 
-// The VM-wide sysctls the kubelet sets (protectKernelDefaults=false); the rig saves them
-// before it starts the kubelet and puts them back at Stop or at the next sweep.
-var nodeSysctls = []string{"vm.overcommit_memory", "kernel.panic", "kernel.panic_on_oops"}
+// NodeSysctls are the VM-wide sysctls the kubelet sets (protectKernelDefaults=false: the
+// first three were seen changing here; the kubelet's source also sets the key quotas and
+// vm.panic_on_oom, already at its values on this VM). The rig saves them before it starts the
+// kubelet and puts them back at Stop or at the next sweep.
+var NodeSysctls = []string{"vm.overcommit_memory", "kernel.panic", "kernel.panic_on_oops",
+	"vm.panic_on_oom", "kernel.keys.root_maxkeys", "kernel.keys.root_maxbytes"}
 
 // NodeOptions configures StartNode.
 type NodeOptions struct {
@@ -760,7 +763,7 @@ func saveSysctls() error {
 		return nil // a sweep restores these first; never overwrite the originals
 	}
 	var b strings.Builder
-	for _, s := range nodeSysctls {
+	for _, s := range NodeSysctls {
 		v, err := os.ReadFile(sysctlPath(s))
 		if err != nil {
 			return err

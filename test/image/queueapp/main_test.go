@@ -208,8 +208,15 @@ func TestRunAcknowledgesAndLedgers(t *testing.T) {
 
 	ledgered := map[string]int{}
 	for _, r := range l.recs {
-		if r.Topic != "ledger" || string(r.Key) != string(r.Value) || len(r.Headers) != 1 || r.Headers[0].Key != "pod" || string(r.Headers[0].Value) != "pod-1" {
-			t.Errorf("ledger record %+v: want topic ledger, key = value, header pod=pod-1", r)
+		if r.Topic != "ledger" || string(r.Key) != string(r.Value) || len(r.Headers) != 2 || r.Headers[0].Key != "pod" || string(r.Headers[0].Value) != "pod-1" || r.Headers[1].Key != "delivery-count" {
+			t.Errorf("ledger record %+v: want topic ledger, key = value, headers pod=pod-1 and delivery-count", r)
+			continue
+		}
+		// The delivery the accept was for: abandoned values (v%7==3) are accepted on a later one.
+		n, err := strconv.Atoi(string(r.Headers[1].Value))
+		v, _ := strconv.Atoi(string(r.Value))
+		if err != nil || n < 1 || (v%7 == 3 && n < 2) {
+			t.Errorf("ledger record of %d: delivery-count %q", v, r.Headers[1].Value)
 		}
 		ledgered[string(r.Value)]++
 	}
