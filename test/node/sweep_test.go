@@ -150,15 +150,19 @@ func sweepChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sh := rig.NewUserShellWithKubeconfig(t, r.Kubeconfig)
-	sh.Run(`kubectl apply -f - <<'YAML'
-apiVersion: v1
-kind: Pod
-metadata: {name: sleeper, namespace: default}
-spec:
-  containers: [{name: c, image: ` + rig.PauseImage + `, imagePullPolicy: Never}]
-YAML`)
-	sh.Run("kubectl wait pod/sleeper --for=condition=Ready --timeout=2m")
+	kubectl, err := rig.Kubectl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := exec.Command(kubectl, "--kubeconfig", r.Kubeconfig, "apply", "-f", "-")
+	apply.Stdin = strings.NewReader("apiVersion: v1\nkind: Pod\nmetadata: {name: sleeper, namespace: default}\n" +
+		"spec:\n  containers: [{name: c, image: " + rig.PauseImage + ", imagePullPolicy: Never}]\n")
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(kubectl, "--kubeconfig", r.Kubeconfig, "wait", "pod/sleeper", "--for=condition=Ready", "--timeout=2m").CombinedOutput(); err != nil {
+		t.Fatalf("kubectl wait: %v\n%s", err, out)
+	}
 	os.Stdout.WriteString("UP\n")
 	time.Sleep(time.Hour)
 }

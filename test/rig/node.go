@@ -521,7 +521,7 @@ func SweepNode(logf func(string, ...any)) error {
 			break
 		}
 		if attempt == 0 {
-			logf("node rig sweep: killing %d leftover process(es)", len(pids))
+			logf("node rig sweep: killing %d process(es) of the rig (containers and containerd's shims outlive the kubelet; expected)", len(pids))
 		}
 		for _, pid := range pids {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
