@@ -137,16 +137,7 @@ func TestNodeEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Its SSL listener requires a client certificate (the secured sidecar below).
-	ca, err := rig.NewTestCA()
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err := ca.ServerCert()
-	if err != nil {
-		t.Fatal(err)
-	}
-	server.ClientCAPEM = ca.CertPEM
-	clientCert, err := ca.ClientCert()
+	ca, server, clientCert, err := rig.NewMutualTLS()
 	if err != nil {
 		t.Fatal(err)
 	}

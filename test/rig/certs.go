@@ -68,3 +68,19 @@ func (ca *TestCA) issue(usage x509.ExtKeyUsage) (*TLSMaterial, error) {
 		KeyPEM:  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pk})),
 	}, nil
 }
+
+// NewMutualTLS makes a CA, a server certificate whose listener requires client certificates
+// signed by it (ClientCAPEM set, for KafkaOptions.TLS) and one such client certificate.
+func NewMutualTLS() (ca *TestCA, server, client *TLSMaterial, err error) {
+	if ca, err = NewTestCA(); err != nil {
+		return nil, nil, nil, err
+	}
+	if server, err = ca.ServerCert(); err != nil {
+		return nil, nil, nil, err
+	}
+	server.ClientCAPEM = ca.CertPEM
+	if client, err = ca.ClientCert(); err != nil {
+		return nil, nil, nil, err
+	}
+	return ca, server, client, nil
+}
