@@ -38,6 +38,8 @@ type KafkaClusterReconciler struct {
 	KafkaTimeout time.Duration
 	// Concurrency is the number of parallel reconciles (MaxConcurrentReconciles).
 	Concurrency int
+	// Scope.Selector picks the KafkaClusters this manager probes (the others are only read).
+	Scope Scope
 }
 
 // +kubebuilder:rbac:groups=kafkaqueues.io,resources=kafkaclusters,verbs=get;list;watch
@@ -70,6 +72,10 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
+	}
+	if !r.Scope.inScope(&kc) {
+		// Another shard's: cached so this shard's queues can read it, probed by its own.
+		return ctrl.Result{}, nil
 	}
 	c := &clusterScope{r: r, kc: &kc, cancel: func() {}}
 	c.scope = newScope(&kc, &kc.Status.Conditions, func(a, b client.Object) bool {

@@ -4,15 +4,18 @@ package main
 import (
 	"crypto/tls"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -37,6 +40,16 @@ func main() {
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address to serve net/http/pprof on (e.g. 127.0.0.1:6060); empty disables it.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so only one replica reconciles at a time.")
 	flag.StringVar(&leaderElectNS, "leader-election-namespace", "", "Namespace of the leader-election Lease (default: the Pod's namespace).")
+	var leaderElectID string
+	var leaseDuration, renewDeadline, retryPeriod time.Duration
+	flag.StringVar(&leaderElectID, "leader-election-id", "kafka-queue-operator.kafkaqueues.io", "Name of the leader-election Lease. Managers with the same id in one namespace elect one leader among them; each shard needs its own.")
+	flag.DurationVar(&leaseDuration, "leader-election-lease-duration", 15*time.Second, "How long a standby waits after the leader's last renewal before it takes the lease (the longest a killed leader's work waits).")
+	flag.DurationVar(&renewDeadline, "leader-election-renew-deadline", 10*time.Second, "How long the leader keeps retrying a failed renewal before it stops leading (and exits).")
+	flag.DurationVar(&retryPeriod, "leader-election-retry-period", 2*time.Second, "How often the leader renews and a standby tries to take the lease.")
+	var watchNamespaces, watchSelector string
+	flag.StringVar(&watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces whose KafkaClusters, ShareQueues, DeadLetterRoutes and Pods this manager works on; empty watches every namespace. With a list, Roles in those namespaces are all the RBAC it needs for them (docs/operating.md, Scaling out).")
+	flag.StringVar(&watchSelector, "watch-label-selector", "", "Label selector (e.g. \"kafkaqueues.io/shard in (shard1)\" or \"!kafkaqueues.io/shard\") limiting the ShareQueues, DeadLetterRoutes and KafkaClusters this manager works on; KafkaClusters outside it are still read. Empty selects everything.")
+	flag.StringVar(&opts.ClaimsTopic, "claims-topic", "kafkaqueues.claims", "Compacted topic on each Kafka cluster where managers record which ShareQueue owns a topic and share group, so installs, shards and namespaces that cannot see each other's queues agree on one owner. Created when missing (1 partition, compacted). Empty turns it off: ownership is then decided among the queues this manager sees.")
 	flag.DurationVar(&opts.ProbeInterval, "cluster-probe-interval", 3*time.Minute, "How often each KafkaCluster is re-probed (brokers, features, bounds).")
 	flag.DurationVar(&opts.ResyncInterval, "queue-resync-interval", 10*time.Minute, "How often each ShareQueue is re-checked against Kafka.")
 	flag.DurationVar(&opts.TopicCheckInterval, "topic-check-interval", 10*time.Second, "How often the topics of all queues and dead-letter routes are checked for deletion outside the operator (one Metadata request per KafkaCluster); a route recreates a deleted dead-letter topic at once. 0 leaves it to --queue-resync-interval.")
@@ -63,6 +76,19 @@ func main() {
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	for _, ns := range strings.Split(watchNamespaces, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			opts.Scope.Namespaces = append(opts.Scope.Namespaces, ns)
+		}
+	}
+	if watchSelector != "" {
+		sel, err := labels.Parse(watchSelector)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "--watch-label-selector %q: %v\n", watchSelector, err)
+			os.Exit(2)
+		}
+		opts.Scope.Selector = sel
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	setupLog := ctrl.Log.WithName("setup")
 
@@ -78,18 +104,17 @@ func main() {
 			BindAddress: metricsAddr,
 			TLSOpts:     []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
 		},
-		// managedFields are never read; dropping them from the informer cache keeps the
-		// manager's memory proportional to what it uses (about a third less per ShareQueue).
-		// Pods are cached only when labelled kafkaqueues.io/queue (controllers.CacheByObject).
-		Cache: cache.Options{
-			DefaultTransform: cache.TransformStripManagedFields(),
-			ByObject:         controllers.CacheByObject(),
-		},
+		// managedFields stripped, Pods only when labelled kafkaqueues.io/queue, and the
+		// watched namespaces and shard selector (controllers.CacheOptions).
+		Cache:                   controllers.CacheOptions(opts.Scope),
 		HealthProbeBindAddress:  probeAddr,
 		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,
-		LeaderElectionID:        "kafka-queue-operator.kafkaqueues.io",
+		LeaderElectionID:        leaderElectID,
 		LeaderElectionNamespace: leaderElectNS,
+		LeaseDuration:           &leaseDuration,
+		RenewDeadline:           &renewDeadline,
+		RetryPeriod:             &retryPeriod,
 		// The process exits as soon as the manager stops, so a Pod being deleted (rolling
 		// update, drain) gives the lease up and the next replica leads at once instead of
 		// after the lease duration (15s).
@@ -112,7 +137,13 @@ func main() {
 	if wh.Namespace == "" {
 		wh.Namespace = os.Getenv("POD_NAMESPACE")
 	}
-	wh.Injector = &webhook.PodInjector{Reader: mgr.GetClient(), Image: republisherImage}
+	// The injector reads the Pod's queue, route and cluster. A shard's cache holds only its
+	// own queues, so a sharded manager reads them from the apiserver instead.
+	var injectorReader client.Reader = mgr.GetClient()
+	if opts.Scope.Selector != nil {
+		injectorReader = mgr.GetAPIReader()
+	}
+	wh.Injector = &webhook.PodInjector{Reader: injectorReader, Image: republisherImage}
 	if err := webhook.Setup(mgr, wh); err != nil {
 		setupLog.Error(err, "setting up the webhook")
 		os.Exit(1)
