@@ -94,6 +94,8 @@ type Options struct {
 	// each other's queues (other namespaces, other shards, other installs) still agree on one
 	// owner. Empty: ownership is decided among the queues this manager caches only.
 	ClaimsTopic string
+	// ManagerName identifies this manager in the claims it writes (informational).
+	ManagerName string
 }
 
 // SetupAll registers every reconciler with the manager, sharing one Kafka client pool (one
@@ -123,6 +125,7 @@ func SetupAll(mgr ctrl.Manager, pool *kafka.Pool, opts Options) error {
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder,
 		ResyncInterval: opts.ResyncInterval, KafkaTimeout: opts.KafkaTimeout, Concurrency: opts.QueueConcurrency,
 		FinalizerTimeout: opts.FinalizerTimeout, topicGone: watch.queues,
+		ClaimsTopic: opts.ClaimsTopic, ManagerName: opts.ManagerName,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}

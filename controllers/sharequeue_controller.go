@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -64,6 +65,15 @@ type ShareQueueReconciler struct {
 	strimzi *strimziTopics
 	// topicGone carries the queues whose topic topicWatch found deleted; nil: no watch.
 	topicGone <-chan event.GenericEvent
+	// ClaimsTopic is Options.ClaimsTopic: where managers record which queue owns a topic and
+	// group (sharequeue_claims.go); empty: ownership among the cached queues only.
+	ClaimsTopic string
+	// ManagerName goes into this manager's claims (informational).
+	ManagerName string
+	// claimsChanged carries the queues to look at again after another manager's claim or
+	// release (claimChanged); stopping closes when the manager stops.
+	claimsChanged chan event.GenericEvent
+	stopping      chan struct{}
 }
 
 // +kubebuilder:rbac:groups=kafkaqueues.io,resources=sharequeues,verbs=get;list;watch;update;patch
@@ -100,6 +110,7 @@ func (r *ShareQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		if apierrors.IsNotFound(err) {
 			queueLag.DeleteLabelValues(req.Namespace, req.Name)
 			queueMembers.DeleteLabelValues(req.Namespace, req.Name)
+			r.releaseClaimsOf(ctx, req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -208,8 +219,14 @@ func (q *queueScope) checkOwnership(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	owner := ownerOf(sq, others)
+	if owner == nil && q.r.ClaimsTopic != "" {
+		if owner, err = q.kafkaOwner(ctx); err != nil {
+			return err
+		}
+	}
 	msg := ""
-	if owner := ownerOf(sq, others); owner != nil {
+	if owner != nil {
 		msg = conflictMessage(owner)
 	} else if route, err := deadLetterTopicOwner(ctx, q.r.Client, &q.kc, sq.Status.TopicName); err != nil {
 		return err
@@ -571,6 +588,17 @@ func (r *ShareQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.topicGone != nil {
 		b = b.WatchesRawSource(source.Channel(r.topicGone, &handler.EnqueueRequestForObject{}))
+	}
+	if r.ClaimsTopic != "" {
+		r.claimsChanged, r.stopping = make(chan event.GenericEvent, 64), make(chan struct{})
+		b = b.WatchesRawSource(source.Channel(r.claimsChanged, &handler.EnqueueRequestForObject{}))
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			<-ctx.Done()
+			close(r.stopping)
+			return nil
+		})); err != nil {
+			return err
+		}
 	}
 	c, err := b.
 		For(&kqv1.ShareQueue{}, builderWithGenerationOrAnnotationChange()).

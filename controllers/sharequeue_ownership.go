@@ -35,6 +35,8 @@ var claimKeys = []struct {
 type claimant struct {
 	queue *kqv1.ShareQueue
 	what  string // "topic X" or "group Y"
+	// viaClaims: known from the claims topic only (another manager's queue).
+	viaClaims bool
 }
 
 // sameCluster reports whether two ShareQueues' clusters are the same Kafka cluster (sameKafka).
@@ -131,8 +133,12 @@ func older(a, b *kqv1.ShareQueue) bool {
 }
 
 func conflictMessage(c *claimant) string {
-	return fmt.Sprintf("%s on this Kafka cluster is already owned by ShareQueue %s/%s; this ShareQueue makes no Kafka change until that one is deleted, or this one is recreated naming another topic and group (spec.topic.name and spec.groupId cannot be changed in place)",
-		c.what, c.queue.Namespace, c.queue.Name)
+	by := ""
+	if c.viaClaims {
+		by = fmt.Sprintf(" (UID %s, created %s; recorded in the claims topic by a manager that watches it)", c.queue.UID, c.queue.CreationTimestamp.UTC().Format("2006-01-02T15:04:05Z"))
+	}
+	return fmt.Sprintf("%s on this Kafka cluster is already owned by ShareQueue %s/%s%s; this ShareQueue makes no Kafka change until that one is deleted, or this one is recreated naming another topic and group (spec.topic.name and spec.groupId cannot be changed in place)",
+		c.what, c.queue.Namespace, c.queue.Name, by)
 }
 
 // groupTypeConflict returns the Conflict message when groupID names a classic, consumer or

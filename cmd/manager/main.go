@@ -129,6 +129,11 @@ func main() {
 	if wh.CertManagement != webhook.CertsOff && wh.CertManagement != "" {
 		opts.WebhookConfigName = wh.ConfigName
 	}
+	ownNS := leaderElectNS
+	if ownNS == "" {
+		ownNS = os.Getenv("POD_NAMESPACE")
+	}
+	opts.ManagerName = ownNS + "/" + leaderElectID
 	if err := controllers.SetupAll(mgr, pool, opts); err != nil {
 		setupLog.Error(err, "setting up controllers")
 		os.Exit(1)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -49,6 +50,11 @@ type Client struct {
 	// timeout is Config.RequestTimeout (default applied).
 	timeout time.Duration
 	auth    *authFailures
+	// cfg is what the client was built from (the claims view builds its reader from it).
+	cfg Config
+
+	claimsMu sync.Mutex
+	claims   map[string]*Claims // by claims topic, started by Claims
 }
 
 // baseOpts are the connection options every client of cfg uses: seeds, client id, timeouts,
@@ -104,7 +110,7 @@ func NewClient(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka: building client: %w", err)
 	}
-	c := &Client{cl: cl, adm: kadm.NewClient(cl), observe: cfg.Observe, timeout: rt, auth: af}
+	c := &Client{cl: cl, adm: kadm.NewClient(cl), observe: cfg.Observe, timeout: rt, auth: af, cfg: cfg}
 	if cfg.Batching.Enabled {
 		c.batch = newBatchers(c, cfg.Batching, rt+15*time.Second)
 	}
@@ -116,8 +122,11 @@ func NewClient(cfg Config) (*Client, error) {
 // that timed out while connecting reports only the deadline; this says why.
 func (c *Client) AuthError() error { return c.auth.last() }
 
-// Close releases the client's connections.
-func (c *Client) Close() { c.cl.Close() }
+// Close releases the client's connections, its claims views' included.
+func (c *Client) Close() {
+	c.closeClaims()
+	c.cl.Close()
+}
 
 // Ping checks that some broker answers a metadata request.
 func (c *Client) Ping(ctx context.Context) error {

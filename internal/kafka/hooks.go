@@ -10,8 +10,9 @@ import (
 )
 
 // WriteAPIs are the request keys that change cluster state. A reconcile whose plan is empty
-// must send none of them.
+// must send none of them. Produce is the operator's claims records (Claims).
 var WriteAPIs = map[string]bool{
+	"Produce":      true,
 	"CreateTopics": true, "DeleteTopics": true, "CreatePartitions": true,
 	"AlterConfigs": true, "IncrementalAlterConfigs": true, "DeleteGroups": true,
 	"UpdateFeatures": true, "AlterPartitionAssignments": true, "DeleteRecords": true,

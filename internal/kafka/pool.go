@@ -107,3 +107,14 @@ func (p *Pool) Close() {
 		delete(p.clients, k)
 	}
 }
+
+// Clients returns the pool's current clients.
+func (p *Pool) Clients() []*Client {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*Client, 0, len(p.clients))
+	for _, pc := range p.clients {
+		out = append(out, pc.client)
+	}
+	return out
+}

@@ -95,20 +95,42 @@ func freshCluster(t *testing.T) (*rest.Config, client.Client) {
 // election in its namespace as the chart's Deployment runs them, until the returned stop.
 func startManager(t *testing.T, cfg *rest.Config, sa string) (stop func()) {
 	t.Helper()
-	ns, name, _ := strings.Cut(sa, ":")
+	ns, _, _ := strings.Cut(sa, ":")
+	return startManagerWith(t, cfg, managerRun{sa: sa, leaderID: "kafka-queue-operator.kafkaqueues.io", leaderNS: ns,
+		opts: controllers.Options{ProbeInterval: 5 * time.Second, ResyncInterval: time.Hour}})
+}
+
+// managerRun is how one in-process manager runs: as ServiceAccount sa ("namespace:name"),
+// with leader election on Lease leaderNS/leaderID, the reconcilers' options (opts.Scope also
+// builds the cache) and, when set, a counter of its Kafka requests.
+type managerRun struct {
+	sa, leaderID, leaderNS string
+	opts                   controllers.Options
+	counter                *kafka.RequestCounter
+}
+
+func startManagerWith(t *testing.T, cfg *rest.Config, run managerRun) (stop func()) {
+	t.Helper()
+	ns, name, _ := strings.Cut(run.sa, ":")
 	saCfg := rest.CopyConfig(cfg)
 	saCfg.Impersonate.UserName = "system:serviceaccount:" + ns + ":" + name
 	mgr, err := ctrl.NewManager(saCfg, ctrl.Options{
 		Scheme: scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		LeaderElection: true, LeaderElectionID: "kafka-queue-operator.kafkaqueues.io", LeaderElectionNamespace: ns,
+		LeaderElection: true, LeaderElectionID: run.leaderID, LeaderElectionNamespace: run.leaderNS,
+		Cache: controllers.CacheOptions(run.opts.Scope),
 		// A second manager in this process (the reinstalled release's) reuses the names.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := kafka.NewPool()
-	if err := controllers.SetupAll(mgr, pool, controllers.Options{ProbeInterval: 5 * time.Second, ResyncInterval: time.Hour}); err != nil {
+	var pool *kafka.Pool
+	if run.counter != nil {
+		pool = kafka.NewPool(run.counter.Observe)
+	} else {
+		pool = kafka.NewPool()
+	}
+	if err := controllers.SetupAll(mgr, pool, run.opts); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

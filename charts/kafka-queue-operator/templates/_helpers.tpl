@@ -23,6 +23,9 @@
 {{- if and .Values.webhook.enabled (eq (int .Values.webhook.port) 8081) -}}
 {{- fail "webhook.port 8081 is the manager's health probe port: choose another" -}}
 {{- end -}}
+{{- if and .Values.watchNamespaces .Values.kafka.bootstrapServers (not (has .Release.Namespace .Values.watchNamespaces)) -}}
+{{- fail (printf "kafka.bootstrapServers creates KafkaCluster %s in the release namespace %s, which watchNamespaces %v leaves out: no manager would probe it and no queue could use it; add %s to watchNamespaces or create the KafkaCluster in a watched namespace" .Values.kafka.name .Release.Namespace .Values.watchNamespaces .Release.Namespace) -}}
+{{- end -}}
 {{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) -}}
 {{- fail (printf "replicaCount %v with leaderElection.enabled=false would run %v active managers against the same queues: enable leader election" .Values.replicaCount .Values.replicaCount) -}}
 {{- end -}}

@@ -1,0 +1,421 @@
+package kafka
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ClaimKind is what a claim is on: a topic or a share group (Kafka keeps them in separate
+// namespaces, so a topic and a group may share a name).
+type ClaimKind string
+
+// The claim kinds.
+const (
+	ClaimTopic ClaimKind = "topic"
+	ClaimGroup ClaimKind = "group"
+)
+
+// claimKey is a claim record's key: one per (kind, name, claimant), so compaction keeps every
+// claimant's latest record and a tombstone removes one claimant only. Encoded as JSON with
+// the fields in this order (compaction compares the bytes).
+type claimKey struct {
+	Kind ClaimKind `json:"kind"`
+	Name string    `json:"name"`
+	UID  string    `json:"uid"`
+}
+
+// Claimant is a claim record's value: the ShareQueue that claims a topic or group.
+type Claimant struct {
+	// Namespace and Name are the ShareQueue's.
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// UID is the ShareQueue's metadata.uid: a queue deleted and recreated under the same name
+	// is another claimant.
+	UID string `json:"uid"`
+	// Created is the ShareQueue's creationTimestamp (second precision, as the apiserver keeps
+	// it). Among live claimants the oldest owns, ties broken by namespace/name, the same rule
+	// as among the queues one manager sees.
+	Created time.Time `json:"created"`
+	// Manager names the manager that wrote the record (--leader-election-id and namespace, or
+	// whatever the caller passes); informational.
+	Manager string `json:"manager,omitempty"`
+}
+
+// Claim is one live claim.
+type Claim struct {
+	Kind ClaimKind
+	// Name is the topic name or the group id.
+	Name string
+	Claimant
+}
+
+// ClaimChange is called for every claim record applied after the initial load: a new or
+// rewritten claim (released false) or a tombstone (released true).
+type ClaimChange func(c Claim, released bool)
+
+// Claims is one manager's view of a claims topic on one Kafka cluster: a compacted,
+// single-partition topic where each manager records which ShareQueue claims a topic or share
+// group before it writes to either. Managers that cannot see each other's ShareQueues (other
+// namespaces, shards or installs sharing the Kafka cluster) read the same records and so
+// agree on one owner. Kafka itself offers no place for such a marker: brokers refuse unknown
+// topic and group config names (INVALID_CONFIG, "Unknown topic config name").
+//
+// The view is built by a consumer that reads the partition from the start and keeps
+// tailing it; Ensure and Release write with acks=all and return once the consumer has read
+// their own record back, so every record written before it is in the view too.
+type Claims struct {
+	topic    string
+	cl       *kgo.Client
+	onChange ClaimChange
+	cancel   context.CancelFunc
+	done     chan struct{}
+
+	mu      sync.Mutex
+	claims  map[claimKey]Claimant
+	next    int64         // offset after the last record read
+	loadEnd int64         // end offset when the view started: no callbacks before it
+	moved   chan struct{} // closed and replaced whenever next advances
+	err     error         // the last fetch error, cleared by the next successful fetch
+}
+
+// ClaimsTopicConfigs are the claims topic's configs: compacted, so it holds one record per
+// live claim whatever the history. The newest record always sits in the active segment,
+// which compaction never touches, so a reader can always reach the end offset.
+var ClaimsTopicConfigs = map[string]string{"cleanup.policy": "compact"}
+
+// Claims returns the client's view of the claims topic, creating the topic when missing
+// (1 partition, replication factor min(3, brokers), min.insync.replicas 2 with 3 replicas)
+// and reading it to its current end first. Later calls return the same view (onChange is
+// the first call's). Errors: the topic cannot be created or described, or it cannot be read
+// to its end before ctx ends.
+func (c *Client) Claims(ctx context.Context, topic string, onChange ClaimChange) (*Claims, error) {
+	c.claimsMu.Lock()
+	defer c.claimsMu.Unlock()
+	if v, ok := c.claims[topic]; ok {
+		return v, v.waitLoaded(ctx)
+	}
+	if err := c.ensureClaimsTopic(ctx, topic); err != nil {
+		return nil, err
+	}
+	ends, err := c.adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, wrap("ListOffsets", "topic "+topic, err)
+	}
+	end := int64(0)
+	if o, ok := ends.Lookup(topic, 0); ok {
+		end = o.Offset
+	}
+	opts, _, err := baseOpts(c.cfg)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts,
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(5*time.Millisecond),
+		kgo.FetchMaxWait(5*time.Second),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: claims reader: %w", err)
+	}
+	pctx, cancel := context.WithCancel(context.Background())
+	v := &Claims{topic: topic, cl: cl, onChange: onChange, cancel: cancel, done: make(chan struct{}),
+		claims: map[claimKey]Claimant{}, loadEnd: end, moved: make(chan struct{})}
+	go v.poll(pctx)
+	if c.claims == nil {
+		c.claims = map[string]*Claims{}
+	}
+	c.claims[topic] = v
+	return v, v.waitLoaded(ctx)
+}
+
+// ensureClaimsTopic creates the claims topic unless it exists.
+func (c *Client) ensureClaimsTopic(ctx context.Context, topic string) error {
+	topics, err := c.describeTopics(ctx, topic)
+	if err != nil {
+		return err
+	}
+	if t, ok := topics[topic]; ok && t.Err == nil {
+		return nil
+	}
+	brokers, err := c.adm.BrokerMetadata(ctx)
+	if err != nil {
+		return wrap("Metadata", "", err)
+	}
+	rf := min(3, len(brokers.Brokers))
+	configs := map[string]string{}
+	for k, v := range ClaimsTopicConfigs {
+		configs[k] = v
+	}
+	if rf >= 3 {
+		configs["min.insync.replicas"] = "2"
+	}
+	created, err := c.createTopics(ctx, []NewTopic{{Name: topic, Partitions: 1, ReplicationFactor: int16(max(rf, 1)), Configs: configs}}, false)
+	if err != nil {
+		return err
+	}
+	if ct := created[topic]; ct.Err != nil && !errors.Is(ct.Err, kerr.TopicAlreadyExists) {
+		return ct.Err
+	}
+	return nil
+}
+
+// closeClaims stops every claims view of the client.
+func (c *Client) closeClaims() {
+	c.claimsMu.Lock()
+	defer c.claimsMu.Unlock()
+	for k, v := range c.claims {
+		v.close()
+		delete(c.claims, k)
+	}
+}
+
+// ClaimsView returns the client's claims view of topic if one was started (nil otherwise).
+func (c *Client) ClaimsView(topic string) *Claims {
+	c.claimsMu.Lock()
+	defer c.claimsMu.Unlock()
+	return c.claims[topic]
+}
+
+func (v *Claims) close() {
+	v.cancel()
+	<-v.done
+	v.cl.Close()
+}
+
+func (v *Claims) poll(ctx context.Context) {
+	defer close(v.done)
+	for {
+		fs := v.cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
+		type change struct {
+			c        Claim
+			released bool
+		}
+		var changes []change
+		v.mu.Lock()
+		advanced := false
+		fs.EachRecord(func(r *kgo.Record) {
+			var k claimKey
+			if json.Unmarshal(r.Key, &k) != nil || k.Kind == "" {
+				v.next, advanced = r.Offset+1, true
+				return // not a claim record: someone else's write, ignored
+			}
+			var who Claimant
+			released := r.Value == nil
+			if released {
+				who = v.claims[k]
+				delete(v.claims, k)
+			} else if json.Unmarshal(r.Value, &who) == nil {
+				v.claims[k] = who
+			}
+			if r.Offset >= v.loadEnd && v.onChange != nil {
+				who.UID = k.UID
+				changes = append(changes, change{Claim{Kind: k.Kind, Name: k.Name, Claimant: who}, released})
+			}
+			v.next, advanced = r.Offset+1, true
+		})
+		if ferr != nil {
+			v.err = wrap("Fetch", "topic "+v.topic, ferr)
+		} else if advanced {
+			v.err = nil
+		}
+		if advanced {
+			close(v.moved)
+			v.moved = make(chan struct{})
+		}
+		v.mu.Unlock()
+		for _, ch := range changes {
+			v.onChange(ch.c, ch.released)
+		}
+	}
+}
+
+// waitPast waits until the view has read the record at offset (next > offset).
+func (v *Claims) waitPast(ctx context.Context, offset int64) error {
+	for {
+		v.mu.Lock()
+		next, moved, ferr := v.next, v.moved, v.err
+		v.mu.Unlock()
+		if next > offset {
+			return nil
+		}
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			if ferr != nil {
+				return fmt.Errorf("reading claims topic %s to offset %d (at %d): %w", v.topic, offset, next, ferr)
+			}
+			return fmt.Errorf("reading claims topic %s to offset %d (at %d): %w", v.topic, offset, next, ctx.Err())
+		}
+	}
+}
+
+func (v *Claims) waitLoaded(ctx context.Context) error {
+	if v.loadEnd == 0 {
+		return nil
+	}
+	return v.waitPast(ctx, v.loadEnd-1)
+}
+
+// Topic is the claims topic's name.
+func (v *Claims) Topic() string { return v.topic }
+
+// Of returns the live claims on a topic or group, in no particular order.
+func (v *Claims) Of(kind ClaimKind, name string) []Claim {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []Claim
+	for k, who := range v.claims {
+		if k.Kind == kind && k.Name == name {
+			who.UID = k.UID
+			out = append(out, Claim{Kind: kind, Name: name, Claimant: who})
+		}
+	}
+	return out
+}
+
+// ByQueue returns the live claims whose claimant is the ShareQueue namespace/name (any UID).
+func (v *Claims) ByQueue(namespace, name string) []Claim {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []Claim
+	for k, who := range v.claims {
+		if who.Namespace == namespace && who.Name == name {
+			who.UID = k.UID
+			out = append(out, Claim{Kind: k.Kind, Name: k.Name, Claimant: who})
+		}
+	}
+	return out
+}
+
+// Len is the number of live claims in the view.
+func (v *Claims) Len() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.claims)
+}
+
+// Ensure records that who claims each of claims (kind and name; their Claimant is ignored)
+// and returns once the view has read the records back. A claim the view already holds with
+// the same claimant is not written again, so a steady state writes nothing. Errors: the
+// produce failed (e.g. TOPIC_AUTHORIZATION_FAILED, NOT_ENOUGH_REPLICAS) or the record was not
+// read back before ctx ended.
+func (v *Claims) Ensure(ctx context.Context, who Claimant, claims ...Claim) error {
+	var recs []*kgo.Record
+	v.mu.Lock()
+	for _, c := range claims {
+		k := claimKey{Kind: c.Kind, Name: c.Name, UID: who.UID}
+		if have, ok := v.claims[k]; ok && have.Namespace == who.Namespace && have.Name == who.Name && have.Created.Equal(who.Created) {
+			continue
+		}
+		key, _ := json.Marshal(k)
+		val, _ := json.Marshal(who)
+		recs = append(recs, &kgo.Record{Topic: v.topic, Partition: 0, Key: key, Value: val})
+	}
+	v.mu.Unlock()
+	return v.write(ctx, recs)
+}
+
+// Release removes claims (tombstones for each one's kind, name and UID) and returns once the
+// view has read them back. Claims the view does not hold are skipped.
+func (v *Claims) Release(ctx context.Context, claims ...Claim) error {
+	var recs []*kgo.Record
+	v.mu.Lock()
+	for _, c := range claims {
+		k := claimKey{Kind: c.Kind, Name: c.Name, UID: c.UID}
+		if _, ok := v.claims[k]; !ok {
+			continue
+		}
+		key, _ := json.Marshal(k)
+		recs = append(recs, &kgo.Record{Topic: v.topic, Partition: 0, Key: key})
+	}
+	v.mu.Unlock()
+	return v.write(ctx, recs)
+}
+
+func (v *Claims) write(ctx context.Context, recs []*kgo.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	res := v.cl.ProduceSync(ctx, recs...)
+	if err := res.FirstErr(); err != nil {
+		return wrap("Produce", "topic "+v.topic, err)
+	}
+	last := int64(-1)
+	for _, r := range res {
+		last = max(last, r.Record.Offset)
+	}
+	return v.waitPast(ctx, last)
+}
+
+// ReadClaims reads a claims topic once, from the start to its current end, with a client of
+// its own, and returns the live claims (kqctl and tests). A missing topic has no claims.
+func ReadClaims(ctx context.Context, cfg Config, topic string) ([]Claim, error) {
+	opts, _, err := baseOpts(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: claims reader: %w", err)
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, wrap("ListOffsets", "topic "+topic, err)
+	}
+	end := int64(0)
+	if o, ok := ends.Lookup(topic, 0); ok {
+		end = o.Offset
+	}
+	live := map[claimKey]Claimant{}
+	for next := int64(0); next < end; {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("reading claims topic %s to offset %d (at %d): %w", topic, end, next, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			next = r.Offset + 1
+			var k claimKey
+			if json.Unmarshal(r.Key, &k) != nil || k.Kind == "" {
+				return
+			}
+			var who Claimant
+			if r.Value == nil {
+				delete(live, k)
+			} else if json.Unmarshal(r.Value, &who) == nil {
+				live[k] = who
+			}
+		})
+	}
+	out := make([]Claim, 0, len(live))
+	for k, who := range live {
+		who.UID = k.UID
+		out = append(out, Claim{Kind: k.Kind, Name: k.Name, Claimant: who})
+	}
+	return out, nil
+}
