@@ -105,16 +105,9 @@ func (c *Client) Claims(ctx context.Context, topic string, onChange ClaimChange)
 	if err := c.ensureClaimsTopic(ctx, topic); err != nil {
 		return nil, err
 	}
-	ends, err := c.adm.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
+	end, err := c.claimsEnd(ctx, topic)
 	if err != nil {
-		return nil, wrap("ListOffsets", "topic "+topic, err)
-	}
-	end := int64(0)
-	if o, ok := ends.Lookup(topic, 0); ok {
-		end = o.Offset
+		return nil, err
 	}
 	opts, _, err := baseOpts(c.cfg)
 	if err != nil {
@@ -171,6 +164,31 @@ func (c *Client) ensureClaimsTopic(ctx context.Context, topic string) error {
 		return ct.Err
 	}
 	return nil
+}
+
+// claimsEnd is the claims topic's end offset. A topic just created is unknown to the broker
+// answering until the metadata reaches it: that is retried until ctx ends.
+func (c *Client) claimsEnd(ctx context.Context, topic string) (int64, error) {
+	for {
+		ends, err := c.adm.ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err == nil {
+			if o, ok := ends.Lookup(topic, 0); ok {
+				return o.Offset, nil
+			}
+			err = kerr.UnknownTopicOrPartition
+		}
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) && !errors.Is(err, kerr.LeaderNotAvailable) && !errors.Is(err, kerr.NotLeaderForPartition) {
+			return 0, wrap("ListOffsets", "topic "+topic, err)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, wrap("ListOffsets", "topic "+topic, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // closeClaims stops every claims view of the client.

@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
 )
@@ -62,7 +63,13 @@ func TestValidateOnlyLeavesNothingBehind(t *testing.T) {
 	if err != nil || !kafka.IsInvalidConfig(alt[key]) || !strings.Contains(alt[key].Error(), "retention.ms") {
 		t.Errorf("validate-only alter retention.ms=abc: %v %v, want INVALID_CONFIG naming retention.ms", err, alt[key])
 	}
-	topics, err = c.DescribeTopics(ctx, existing)
+	// The topic was created a moment ago: the broker's metadata may not list it yet.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		topics, err = c.DescribeTopics(ctx, existing)
+		if err != nil || topics[existing].Err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil || topics[existing].Partitions != 1 {
 		t.Errorf("validate-only grow changed %s: %v %+v", existing, err, topics[existing])
 	}
