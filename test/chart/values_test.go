@@ -1,6 +1,8 @@
 package chart
 
 import (
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,7 +13,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
@@ -96,6 +100,11 @@ func TestValuesSchemaRejectsBadValues(t *testing.T) {
 		{[]string{"--set-json", `webhook.namespaceSelector={"matchExpressions":[{"key":"a","operator":"Like"}]}`}, "operator"},
 		{[]string{"--set-json", `webhook.objectSelector={"matchLabel":{"a":"b"}}`}, "matchLabel"},
 		{[]string{"--set", "webhook.excludedNamespaces={Kube_System}"}, "excludedNamespaces"},
+		{[]string{"--set", "watchNamespaces={Team_A}"}, "watchNamespaces"},
+		{[]string{"--set", "watchNamespaces={a,a}"}, "watchNamespaces"},
+		{[]string{"--set", "shards={S0}"}, "shards"},
+		{[]string{"--set", "shards={" + strings.Repeat("s", 41) + "}"}, "shards"},
+		{[]string{"--set", "manager.claimsTopic=bad topic"}, "claimsTopic"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -126,6 +135,7 @@ func TestValuesSchemaRejectsBadValues(t *testing.T) {
 		{[]string{"--set", "metrics.port=9443"}, "webhook.port and metrics.port are both 9443"},
 		{[]string{"--set", "webhook.port=8081"}, "health probe port"},
 		{[]string{"--set", "replicaCount=2", "--set", "leaderElection.enabled=false"}, "enable leader election"},
+		{[]string{"--set", "watchNamespaces={team-a}", "--set", "kafka.bootstrapServers={a:9092}"}, "add kqo-system to watchNamespaces"},
 	} {
 		if _, err := render(tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want one saying %q", tc.args, err, tc.want)
@@ -336,5 +346,83 @@ func TestChartWorksAsASubchart(t *testing.T) {
 	}
 	if !strings.Contains(out, "kind: KafkaCluster") {
 		t.Errorf("the subchart's values did not reach it:\n%s", out)
+	}
+}
+
+// TestChartScopes: watchNamespaces turns the manager's ClusterRole into a Role per namespace
+// (Secrets only there) plus a read-only ClusterRole for cluster-scoped objects, and limits
+// the webhook to those namespaces; shards render one Deployment per shard with its own
+// selector, Lease and Pod labels the main Deployment's selector does not match, and only the
+// main one serves the webhook.
+func TestChartScopes(t *testing.T) {
+	out, err := render("--set", "watchNamespaces={team-a,team-b}", "--set", "shards={s0,s1}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clusterRoles, roles []*unstructured.Unstructured
+	deployments := map[string]*appsv1.Deployment{}
+	for _, o := range objects(t, out) {
+		switch o.GetKind() {
+		case "ClusterRole":
+			clusterRoles = append(clusterRoles, o)
+		case "Role":
+			roles = append(roles, o)
+		case "Deployment":
+			var d appsv1.Deployment
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
+				t.Fatal(err)
+			}
+			deployments[d.Name] = &d
+		}
+	}
+	for _, cr := range clusterRoles {
+		rules, _, _ := unstructured.NestedSlice(cr.Object, "rules")
+		for _, r := range rules {
+			for _, res := range r.(map[string]any)["resources"].([]any) {
+				if res != "namespaces" && res != "mutatingwebhookconfigurations" {
+					t.Errorf("ClusterRole %s grants %v cluster-wide with watchNamespaces set", cr.GetName(), res)
+				}
+			}
+		}
+	}
+	managerRoles := map[string]bool{}
+	for _, r := range roles {
+		if strings.HasSuffix(r.GetName(), "-manager") {
+			managerRoles[r.GetNamespace()] = strings.Contains(fmt.Sprint(r.Object["rules"]), "secrets")
+		}
+	}
+	if !managerRoles["team-a"] || !managerRoles["team-b"] || len(managerRoles) != 2 {
+		t.Errorf("manager Roles (namespace: grants secrets) %v, want team-a and team-b", managerRoles)
+	}
+	if !strings.Contains(out, "operator: In\n        values:\n        - team-a\n        - team-b") {
+		t.Errorf("the webhook's namespaceSelector is not limited to the watched namespaces")
+	}
+	main, s0, s1 := deployments["kqo-kafka-queue-operator"], deployments["kqo-kafka-queue-operator-shard-s0"], deployments["kqo-kafka-queue-operator-shard-s1"]
+	if main == nil || s0 == nil || s1 == nil || len(deployments) != 3 {
+		t.Fatalf("Deployments %v, want the main one and one per shard", slices.Collect(maps.Keys(deployments)))
+	}
+	args := func(d *appsv1.Deployment) string { return strings.Join(d.Spec.Template.Spec.Containers[0].Args, " ") }
+	for d, want := range map[*appsv1.Deployment][]string{
+		main: {"--watch-label-selector=!kafkaqueues.io/shard", "--leader-election-id=kafka-queue-operator.kafkaqueues.io ", "--webhook-cert-management=self", "--watch-namespaces=team-a,team-b"},
+		s0:   {"--watch-label-selector=kafkaqueues.io/shard in (s0)", "--leader-election-id=kafka-queue-operator.kafkaqueues.io-shard-s0", "--webhook-cert-management=off", "--watch-namespaces=team-a,team-b", "--claims-topic=kafkaqueues.claims"},
+		s1:   {"--watch-label-selector=kafkaqueues.io/shard in (s1)", "--leader-election-id=kafka-queue-operator.kafkaqueues.io-shard-s1"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(args(d)+" ", w) {
+				t.Errorf("Deployment %s args %q lack %q", d.Name, args(d), w)
+			}
+		}
+	}
+	mainSel, err := metav1.LabelSelectorAsSelector(main.Spec.Selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []*appsv1.Deployment{s0, s1} {
+		if mainSel.Matches(labels.Set(d.Spec.Template.Labels)) {
+			t.Errorf("the main Deployment's selector %v matches shard %s's Pods %v", mainSel, d.Name, d.Spec.Template.Labels)
+		}
+		if len(d.Spec.Template.Spec.Volumes) != 0 {
+			t.Errorf("shard %s mounts the webhook's certificates", d.Name)
+		}
 	}
 }
