@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,6 +25,10 @@ import (
 // ties broken by namespace/name. A claim stays until its queue is gone: a manager that sees
 // the queue deleted releases it, and a claim that blocks another queue is checked against
 // the apiserver and released when its queue no longer exists (NotFound, or another UID).
+
+// ReasonClaimsUnavailable is the Warning Event of a queue whose manager may not use the claims
+// topic (Kafka authorization): ownership is then checked among the watched queues only.
+const ReasonClaimsUnavailable = "ClaimsUnavailable"
 
 // claimKinds maps claimKeys' "topic"/"group" to the claims' kinds.
 var claimKinds = map[string]kafka.ClaimKind{"topic": kafka.ClaimTopic, "group": kafka.ClaimGroup}
@@ -55,13 +60,23 @@ func claimedBy(c kafka.Claim) claimant {
 func (q *queueScope) kafkaOwner(ctx context.Context) (*claimant, error) {
 	r := q.r
 	view, err := q.cl.Claims(q.kctx, r.ClaimsTopic, r.claimChanged)
+	if kafka.IsAuthorization(err) {
+		// The principal may not use the claims topic (ACLs not granted yet, e.g. right after
+		// an upgrade): the queue goes on with ownership among the queues this manager sees, and
+		// says so, rather than stopping every queue of the cluster.
+		r.event(q.sq, corev1.EventTypeWarning, ReasonClaimsUnavailable, "Claim", fmt.Sprintf("the claims topic %s (--claims-topic) cannot be used: %v; ownership of topic %s and group %s is checked only among the ShareQueues this manager watches. Grant the manager's principal Create, Describe, Read and Write on topic %s, or set --claims-topic=\"\" (chart: manager.claimsTopic) to turn the check off", r.ClaimsTopic, err, q.sq.Status.TopicName, q.sq.Status.GroupID, r.ClaimsTopic))
+		return nil, nil
+	}
 	if err != nil {
 		return nil, &waitError{Reason: kqv1.ReasonKafkaUnavailable, Message: fmt.Sprintf("reading the claims topic %s (--claims-topic), where managers record which ShareQueue owns a topic and group: %v", r.ClaimsTopic, err), Cause: err}
 	}
 	if owner, err := q.olderClaim(ctx, view); owner != nil || err != nil {
 		return owner, err
 	}
-	if err := view.Ensure(q.kctx, claimantOf(q.sq, r.ManagerName), claimsOf(q.sq)...); err != nil {
+	if err := view.Ensure(q.kctx, claimantOf(q.sq, r.ManagerName), claimsOf(q.sq)...); kafka.IsAuthorization(err) {
+		r.event(q.sq, corev1.EventTypeWarning, ReasonClaimsUnavailable, "Claim", fmt.Sprintf("this queue's claim cannot be written to the claims topic %s: %v; managers that do not watch this queue will not see it. Grant the manager's principal Write on topic %s", r.ClaimsTopic, err, r.ClaimsTopic))
+		return q.olderClaim(ctx, view)
+	} else if err != nil {
 		return nil, &waitError{Reason: kqv1.ReasonKafkaUnavailable, Message: fmt.Sprintf("recording this queue's claim on topic %s and group %s in the claims topic %s: %v", q.sq.Status.TopicName, q.sq.Status.GroupID, r.ClaimsTopic, err), Cause: err}
 	}
 	// An older queue's claim may have landed between the check and ours.

@@ -94,7 +94,8 @@ var ClaimsTopicConfigs = map[string]string{"cleanup.policy": "compact"}
 // Claims returns the client's view of the claims topic, creating the topic when missing
 // (1 partition, replication factor min(3, brokers), min.insync.replicas 2 with 3 replicas)
 // and reading it to its current end first. Later calls return the same view (onChange is
-// the first call's). Errors: the topic cannot be created or described, or it cannot be read
+// the first call's). An authorization failure (IsAuthorization) is remembered for a minute
+// and returned without asking the brokers again. Errors: the topic cannot be created or described, or it cannot be read
 // to its end before ctx ends.
 func (c *Client) Claims(ctx context.Context, topic string, onChange ClaimChange) (*Claims, error) {
 	c.claimsMu.Lock()
@@ -102,7 +103,17 @@ func (c *Client) Claims(ctx context.Context, topic string, onChange ClaimChange)
 	if v, ok := c.claims[topic]; ok {
 		return v, v.waitLoaded(ctx)
 	}
+	if d, ok := c.claimsDenied[topic]; ok && time.Since(d.at) < claimsDeniedFor {
+		return nil, d.err
+	}
 	if err := c.ensureClaimsTopic(ctx, topic); err != nil {
+		if IsAuthorization(err) {
+			// Every queue of the cluster would ask again at once: the answer is kept a while.
+			if c.claimsDenied == nil {
+				c.claimsDenied = map[string]deniedAt{}
+			}
+			c.claimsDenied[topic] = deniedAt{err: err, at: time.Now()}
+		}
 		return nil, err
 	}
 	end, err := c.claimsEnd(ctx, topic)
@@ -133,6 +144,14 @@ func (c *Client) Claims(ctx context.Context, topic string, onChange ClaimChange)
 	}
 	c.claims[topic] = v
 	return v, v.waitLoaded(ctx)
+}
+
+// claimsDeniedFor is how long Claims answers an authorization failure from memory.
+const claimsDeniedFor = time.Minute
+
+type deniedAt struct {
+	err error
+	at  time.Time
 }
 
 // ensureClaimsTopic creates the claims topic unless it exists.

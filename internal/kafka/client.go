@@ -55,6 +55,8 @@ type Client struct {
 
 	claimsMu sync.Mutex
 	claims   map[string]*Claims // by claims topic, started by Claims
+	// claimsDenied remembers, by claims topic, an authorization failure of Claims.
+	claimsDenied map[string]deniedAt
 }
 
 // baseOpts are the connection options every client of cfg uses: seeds, client id, timeouts,
