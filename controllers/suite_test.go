@@ -89,7 +89,9 @@ func newTestRig() (*testRig, error) {
 	counter := &kafka.RequestCounter{}
 	pool := kafka.NewPool(counter.Observe)
 	if err := SetupAll(mgr, pool, Options{ProbeInterval: 5 * time.Second, ResyncInterval: time.Hour, KafkaTimeout: 10 * time.Second, FinalizerTimeout: 20 * time.Second, TopicCheckInterval: 2 * time.Second,
-		QueueConcurrency: 64, KafkaBatching: kafka.Batching{Enabled: true, Linger: 100 * time.Millisecond}}); err != nil {
+		QueueConcurrency: 64, KafkaBatching: kafka.Batching{Enabled: true, Linger: 100 * time.Millisecond},
+		// As the manager binary runs by default: every queue records its claims.
+		ClaimsTopic: "kafkaqueues.claims", ManagerName: "test"}); err != nil {
 		return nil, err
 	}
 	mctx, cancel := context.WithCancel(ctx)

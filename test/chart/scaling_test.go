@@ -198,27 +198,14 @@ func TestDocsScalingOut(t *testing.T) {
 	// to Kafka, yet they read team-c/payments (its claims view is started: Fetch).
 	sh.RunBlock(block(t, "docs/scaling-out.md", "move-namespace"), afterHelm)
 	main := rels.manager("kqo-a", "kqo-a-kafka-queue-operator")
-	rig.Eventually(t, 60*time.Second, func() string {
-		if main.counter.Snapshot()["Fetch"] == 0 {
-			return "kqo-a has not read team-c/payments' claims yet"
-		}
-		return ""
-	})
-	settle(t, main.counter)
+	waitClaimsRead(t, main)
 	if w := writesOf(main); len(w) > 0 {
 		t.Errorf("kqo-a wrote to Kafka taking team-c over: %v", w)
 	}
 	waitReady(t, ctx, admin, "team-c", "payments")
 
 	sh.RunBlock(block(t, "docs/scaling-out.md", "shards"), afterHelm)
-	s1 := rels.manager("kqo-a", "kqo-a-kafka-queue-operator-shard-s1")
-	rig.Eventually(t, 60*time.Second, func() string {
-		if s1.counter.Snapshot()["Fetch"] == 0 {
-			return "shard s1 has not read team-c/payments yet"
-		}
-		return ""
-	})
-	settle(t, s1.counter)
+	waitClaimsRead(t, rels.manager("kqo-a", "kqo-a-kafka-queue-operator-shard-s1"))
 	for _, m := range rels.runs["kqo-a"] {
 		if w := writesOf(m); len(w) > 0 {
 			t.Errorf("%s wrote to Kafka after the relabel: %v", m.deployment, w)
@@ -233,6 +220,19 @@ func TestDocsScalingOut(t *testing.T) {
 	if !claims["topic/"+payments.Status.TopicName+"/"+string(payments.UID)] {
 		t.Errorf("team-c/payments' claim was lost in the moves: %v", claims)
 	}
+}
+
+// waitClaimsRead waits until manager m has reconciled a queue — it reads the claims topic
+// (Fetch) from its ownership step on — and the reconcile has finished (settle).
+func waitClaimsRead(t *testing.T, m *releaseManager) {
+	t.Helper()
+	rig.Eventually(t, 60*time.Second, func() string {
+		if m.counter.Snapshot()["Fetch"] == 0 {
+			return m.deployment + " has not reconciled a queue yet (no claims read)"
+		}
+		return ""
+	})
+	settle(t, m.counter)
 }
 
 // settle waits until a manager's Kafka requests other than the claims reader's long polls
