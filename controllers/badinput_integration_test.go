@@ -86,9 +86,13 @@ func TestBadInputCorpus(t *testing.T) {
 	ctx := ctxFor(t)
 	topicsBefore := r.listTopics(t)
 	panicsBefore := reconcilePanics()
-	writesBefore := kafka.Writes(r.counter.Snapshot())
+	snapBefore := r.counter.Snapshot()
+	writesBefore := kafka.Writes(snapBefore)
 
-	var conditionCases []badCase
+	// Refused creates first: nothing reaches Kafka. The rejected-update cases then create
+	// valid bases, which the operator rightly reconciles (topics, claims), so they come after
+	// the count.
+	var conditionCases, updateCases []badCase
 	for _, c := range cases {
 		switch c.expect {
 		case "rejected":
@@ -99,18 +103,7 @@ func TestBadInputCorpus(t *testing.T) {
 				assertRejected(t, err, c.messages)
 			})
 		case "rejected-update":
-			t.Run(c.file, func(t *testing.T) {
-				base := c.docs[0].DeepCopy()
-				base.SetNamespace(ns)
-				if err := r.k8s.Create(ctx, base); err != nil {
-					t.Fatalf("base refused: %v", err)
-				}
-				// A merge patch carries no resourceVersion, so the controller's own status
-				// writes cannot turn the expected rejection into a conflict.
-				upd := c.docs[1].DeepCopy()
-				upd.SetNamespace(ns)
-				assertRejected(t, r.k8s.Patch(ctx, upd, client.Merge), c.messages)
-			})
+			updateCases = append(updateCases, c)
 		case "condition":
 			conditionCases = append(conditionCases, c)
 		default:
@@ -118,7 +111,21 @@ func TestBadInputCorpus(t *testing.T) {
 		}
 	}
 	if w := kafka.Writes(r.counter.Snapshot()) - writesBefore; w != 0 {
-		t.Errorf("manifests refused at admission led to %d Kafka write request(s)", w)
+		t.Errorf("manifests refused at admission led to %d Kafka write request(s): %v", w, kafka.Diff(snapBefore, r.counter.Snapshot()))
+	}
+	for _, c := range updateCases {
+		t.Run(c.file, func(t *testing.T) {
+			base := c.docs[0].DeepCopy()
+			base.SetNamespace(ns)
+			if err := r.k8s.Create(ctx, base); err != nil {
+				t.Fatalf("base refused: %v", err)
+			}
+			// A merge patch carries no resourceVersion, so the controller's own status
+			// writes cannot turn the expected rejection into a conflict.
+			upd := c.docs[1].DeepCopy()
+			upd.SetNamespace(ns)
+			assertRejected(t, r.k8s.Patch(ctx, upd, client.Merge), c.messages)
+		})
 	}
 
 	for _, c := range conditionCases {
