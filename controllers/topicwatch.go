@@ -102,6 +102,9 @@ func (w *topicWatch) check(ctx context.Context) {
 		topics, terr := cl.DescribeTopics(rctx, keys(topicSet)...)
 		types, gerr := cl.OtherGroupTypes(rctx, keys(groupSet)...)
 		cancel()
+		if terr == nil {
+			terr = w.confirmMissing(ctx, cl, objs, topics)
+		}
 		if terr != nil {
 			logger.V(1).Info("reading topic metadata failed", "kafkaCluster", clusterKey(kc), "error", terr.Error())
 		}
@@ -132,6 +135,39 @@ func (w *topicWatch) check(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// confirmMissing reads again, after a pause, the topics of topics that looked missing while
+// their objects' status claims them, and keeps the second answer. A broker's metadata trails
+// the controller's commit: a topic created a moment ago can be unknown to the broker asked
+// (seen on a loaded machine as hundreds of false "deleted outside the operator" reports per
+// 10,000 new queues), and each false report re-ran a reconcile that tried to create the
+// topic again (TOPIC_ALREADY_EXISTS).
+func (w *topicWatch) confirmMissing(ctx context.Context, cl *kafka.Client, objs []watched, topics map[string]kafka.Topic) error {
+	var missing []string
+	for _, o := range objs {
+		if tp, ok := topics[o.topic]; ok && o.claimsTopic && kafka.IsNotFound(tp.Err) {
+			missing = append(missing, o.topic)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(min(2*time.Second, w.interval/2)):
+	}
+	rctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	again, err := cl.DescribeTopics(rctx, missing...)
+	if err != nil {
+		return err
+	}
+	for name, tp := range again {
+		topics[name] = tp
+	}
+	return nil
 }
 
 // watchedOf lists the queues and routes of kc whose Kafka state the watch checks.

@@ -128,7 +128,9 @@ func (c *Client) Claims(ctx context.Context, topic string, onChange ClaimChange)
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(5*time.Millisecond),
+		// Many reconciles claim at once when queues are created in bulk: their records share
+		// Produce requests (a first reconcile waits this much longer).
+		kgo.ProducerLinger(50*time.Millisecond),
 		kgo.FetchMaxWait(5*time.Second),
 	)
 	cl, err := kgo.NewClient(opts...)
