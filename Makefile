@@ -83,12 +83,13 @@ fuzz: ## Fuzz the ShareQueue plan for 60s.
 ##@ Benchmark
 
 BENCH_N ?= 100,1000,10000
-BENCH_PATHS ?= batched,naive
+BENCH_PATHS ?= batched,naive,sharded
+BENCH_SHARDS ?= 2
 BENCH_ARGS ?=
 
 .PHONY: bench
-bench: rig-bins ## Time to Ready, Kafka requests, apiserver writes, no-op resync, RSS and CPU for BENCH_N queues, batched and naive (BENCH_ARGS="-profile DIR" for pprof).
-	go run ./hack/bench -n $(BENCH_N) -paths $(BENCH_PATHS) $(BENCH_ARGS)
+bench: rig-bins ## Time to Ready, Kafka requests, apiserver writes, no-op resync, RSS and CPU for BENCH_N queues: batched, naive, and BENCH_SHARDS shard managers (per-manager RSS) (BENCH_ARGS="-profile DIR" for pprof).
+	go run ./hack/bench -n $(BENCH_N) -paths $(BENCH_PATHS) -shards $(BENCH_SHARDS) $(BENCH_ARGS)
 
 BENCH_REPUBLISHER_N ?= 20000
 

@@ -1,14 +1,23 @@
 // Command bench measures the operator against the local rig (real kube-apiserver, one real
-// Kafka broker). For each N and each path (batched, the default, and naive, --kafka-batching=
-// false) it starts a fresh rig, runs the manager binary as its own process, creates N
-// ShareQueues and prints: the time from the first create until all are Ready, Kafka requests
-// by API (read from the manager's kafkaqueues_kafka_broker_requests_total, so franz-go's own
-// Metadata and FindCoordinator count too), apiserver writes (client-go's
-// rest_client_requests_total, Events included), the same counts over one no-op resync window,
-// and the manager's peak RSS and CPU seconds (from /proc). It ends with the naive/batched
-// ratios. It is a measurement, not a test: nothing is asserted.
+// Kafka broker). For each N and each path it starts a fresh rig, runs the manager binary as its
+// own process (or processes), creates N ShareQueues and prints: the time from the first create
+// until all are Ready and from the last create until all are Ready, Kafka requests by API (read
+// from the managers' kafkaqueues_kafka_broker_requests_total, so franz-go's own Metadata and
+// FindCoordinator count too), apiserver writes (client-go's rest_client_requests_total, Events
+// included), the same counts over one no-op resync window, and each manager's peak RSS and CPU
+// seconds (from /proc). It ends with the naive/batched and sharded/batched ratios. It is a
+// measurement, not a test: nothing is asserted.
 //
-//	go run ./hack/bench -n 100,1000,10000 [-paths batched,naive] [-resync 30s]
+//	go run ./hack/bench -n 100,1000,10000 [-paths batched,naive,sharded] [-shards 2] [-resync 30s]
+//
+// The paths:
+//
+//   - batched: one manager, --kafka-batching=true (the default).
+//   - naive: one manager, --kafka-batching=false (one Kafka request per reconcile and API).
+//   - sharded: -shards managers (s0, s1, …), batched, each with
+//     --watch-label-selector='kafkaqueues.io/shard in (sK)' and its own metrics port; the
+//     KafkaCluster is labelled s0 (so s0 probes it and the others only read it) and queue i is
+//     labelled s(i mod -shards). No leader election, as on the other paths.
 package main
 
 import (
@@ -40,27 +49,53 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/controllers"
 	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
 )
 
+// result is one run: one N and one path.
 type result struct {
 	n                 int
 	path              string
-	created, ready    time.Duration
+	created, ready    time.Duration // from the first create: until the last create returned, until all were Ready
+	managers          []managerResult
+	kafka, idleKafka  map[string]float64 // all managers'
+	writes, idleWrite float64            // all managers'
+	cpu               float64            // all managers'
+}
+
+// managerResult is what one manager process of a run did.
+type managerResult struct {
+	shard             string // s0, s1, … on the sharded path; "" for the one manager of the others
+	queues            int    // ShareQueues in its shard
 	kafka, idleKafka  map[string]float64
 	writes, idleWrite float64
 	rssKB             int64
 	cpu               float64
 }
 
+// manager is one running manager process.
+type manager struct {
+	managerResult
+	cmd                   *exec.Cmd
+	log                   string
+	metricsURL, pprofAddr string
+	before                map[string]float64
+	cpuBefore             float64
+}
+
 func main() {
 	ns := flag.String("n", "100,1000", "comma-separated queue counts")
-	paths := flag.String("paths", "batched,naive", "which paths to run: batched (--kafka-batching=true), naive (--kafka-batching=false)")
-	resync := flag.Duration("resync", 30*time.Second, "manager --queue-resync-interval; the no-op window is one interval and a quarter")
-	profile := flag.String("profile", "", "directory to write the manager's CPU profile (first 60s of the run) and heap profile (when all are Ready) to, per N and path")
-	extra := flag.String("manager-args", "", "extra manager flags, space-separated (e.g. --sharequeue-concurrency=64)")
+	paths := flag.String("paths", "batched,naive", "which paths to run: batched (one manager, --kafka-batching=true), naive (one manager, --kafka-batching=false), sharded (-shards batched managers, one --watch-label-selector each)")
+	shards := flag.Int("shards", 2, "managers on the sharded path: s0…s<shards-1>, each with --watch-label-selector='"+controllers.ShardLabel+" in (sK)'; the KafkaCluster is labelled s0, queue i s(i mod shards)")
+	resync := flag.Duration("resync", 30*time.Second, "managers' --queue-resync-interval; the no-op window is one interval and a quarter")
+	profile := flag.String("profile", "", "directory to write each manager's CPU profile (first 60s of the run) and heap profile (when all are Ready) to, per N, path and shard")
+	extra := flag.String("manager-args", "", "extra flags for every manager, space-separated (e.g. --sharequeue-concurrency=64)")
 	flag.Parse()
-	ctrl.SetLogger(logr.Discard()) // the harness's clients log nothing; the manager logs to its own file
+	ctrl.SetLogger(logr.Discard()) // the harness's clients log nothing; the managers log to their own files
+	if *shards < 1 {
+		fail(fmt.Errorf("bad -shards %d", *shards))
+	}
 
 	bin := filepath.Join(os.TempDir(), fmt.Sprintf("kqo-bench-manager-%d", os.Getpid()))
 	build := exec.Command("go", "build", "-o", bin, "./cmd/manager")
@@ -78,10 +113,17 @@ func main() {
 		}
 		for _, p := range strings.Split(*paths, ",") {
 			p = strings.TrimSpace(p)
-			if p != "batched" && p != "naive" {
+			if p != "batched" && p != "naive" && p != "sharded" {
 				fail(fmt.Errorf("bad -paths entry %q", p))
 			}
-			r, err := run(bin, n, p, *resync, strings.Fields(*extra), *profile)
+			shardNames := []string{""}
+			if p == "sharded" {
+				shardNames = nil
+				for i := 0; i < *shards; i++ {
+					shardNames = append(shardNames, fmt.Sprintf("s%d", i))
+				}
+			}
+			r, err := run(bin, n, p, shardNames, *resync, strings.Fields(*extra), *profile)
 			if err != nil {
 				fail(err)
 			}
@@ -97,7 +139,9 @@ func fail(err error) {
 	os.Exit(1)
 }
 
-func run(bin string, n int, path string, resync time.Duration, extra []string, profileDir string) (result, error) {
+// run measures one N and path. shards names the managers' shards; one "" is a single
+// unsharded manager.
+func run(bin string, n int, path string, shards []string, resync time.Duration, extra []string, profileDir string) (result, error) {
 	res := result{n: n, path: path}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -121,41 +165,60 @@ func run(bin string, n int, path string, resync time.Duration, extra []string, p
 	if err := rig.WriteKubeconfig(cfg, kubeconfig); err != nil {
 		return res, err
 	}
-	metricsAddr, err := freeAddr()
-	if err != nil {
-		return res, err
-	}
-	args := append([]string{"--kubeconfig", kubeconfig, "--metrics-bind-address", metricsAddr, "--health-probe-bind-address=0",
-		"--cluster-probe-interval=1h", "--queue-resync-interval=" + resync.String(), fmt.Sprintf("--kafka-batching=%t", path == "batched"),
-		"--zap-log-level=error"}, extra...)
-	pprofAddr := ""
-	if profileDir != "" {
-		if pprofAddr, err = freeAddr(); err != nil {
+
+	var mgrs []*manager
+	defer func() {
+		for _, m := range mgrs {
+			_ = m.cmd.Process.Signal(syscall.SIGTERM)
+			_ = m.cmd.Wait()
+		}
+	}()
+	for i, shard := range shards {
+		m := &manager{managerResult: managerResult{shard: shard}}
+		for q := 0; q < n; q++ {
+			if q%len(shards) == i {
+				m.queues++
+			}
+		}
+		metricsAddr, err := freeAddr()
+		if err != nil {
 			return res, err
 		}
-		args = append(args, "--pprof-bind-address="+pprofAddr)
+		m.metricsURL = "http://" + metricsAddr + "/metrics"
+		args := append([]string{"--kubeconfig", kubeconfig, "--metrics-bind-address", metricsAddr, "--health-probe-bind-address=0",
+			"--cluster-probe-interval=1h", "--queue-resync-interval=" + resync.String(), fmt.Sprintf("--kafka-batching=%t", path != "naive"),
+			"--zap-log-level=error"}, extra...)
+		if shard != "" {
+			args = append(args, "--watch-label-selector="+controllers.ShardLabel+" in ("+shard+")")
+		}
+		if profileDir != "" {
+			if m.pprofAddr, err = freeAddr(); err != nil {
+				return res, err
+			}
+			args = append(args, "--pprof-bind-address="+m.pprofAddr)
+		}
+		m.cmd = exec.Command(bin, args...)
+		m.log = filepath.Join(dir, "manager"+suffix(shard)+".log")
+		logf, err := os.Create(m.log)
+		if err != nil {
+			return res, err
+		}
+		defer logf.Close()
+		m.cmd.Stdout, m.cmd.Stderr = logf, logf
+		m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := m.cmd.Start(); err != nil {
+			return res, err
+		}
+		mgrs = append(mgrs, m)
 	}
-	profile := func(kind, query string) {
-		if pprofAddr == "" {
+	profile := func(m *manager, kind, query string) {
+		if m.pprofAddr == "" {
 			return
 		}
-		if err := fetch("http://"+pprofAddr+"/debug/pprof/"+kind+query, filepath.Join(profileDir, fmt.Sprintf("%d-%s-%s.pprof", n, path, kind))); err != nil {
+		if err := fetch("http://"+m.pprofAddr+"/debug/pprof/"+kind+query, filepath.Join(profileDir, fmt.Sprintf("%d-%s%s-%s.pprof", n, path, suffix(m.shard), kind))); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: profile:", err)
 		}
 	}
-	mgr := exec.Command(bin, args...)
-	logf, err := os.Create(filepath.Join(dir, "manager.log"))
-	if err != nil {
-		return res, err
-	}
-	defer logf.Close()
-	mgr.Stdout, mgr.Stderr = logf, logf
-	mgr.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := mgr.Start(); err != nil {
-		return res, err
-	}
-	defer func() { _ = mgr.Process.Signal(syscall.SIGTERM); _ = mgr.Wait() }()
-	metricsURL := "http://" + metricsAddr + "/metrics"
 
 	scheme := runtime.NewScheme()
 	_ = kqv1.AddToScheme(scheme)
@@ -166,16 +229,33 @@ func run(bin string, n int, path string, resync time.Duration, extra []string, p
 		return res, err
 	}
 	kc := &kqv1.KafkaCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "local"}, Spec: kqv1.KafkaClusterSpec{BootstrapServers: k.BootstrapServers()}}
+	if shards[0] != "" {
+		kc.Labels = map[string]string{controllers.ShardLabel: shards[0]}
+	}
 	if err := c.Create(ctx, kc); err != nil {
 		return res, err
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for !meta.IsStatusConditionTrue(kc.Status.Conditions, kqv1.ConditionReady) {
 		if time.Now().After(deadline) {
-			return res, fmt.Errorf("KafkaCluster not Ready after 2m (manager log: %s)", logf.Name())
+			return res, fmt.Errorf("KafkaCluster not Ready after 2m (manager log: %s)", mgrs[0].log)
 		}
 		time.Sleep(200 * time.Millisecond)
 		_ = c.Get(ctx, client.ObjectKeyFromObject(kc), kc)
+	}
+	// Every manager is running its reconcilers (caches synced) once it has reconciled the
+	// KafkaCluster: probed it (its shard's) or seen that it is another shard's.
+	for _, m := range mgrs {
+		for {
+			metrics, err := scrape(m.metricsURL)
+			if err == nil && reconciledClusters(metrics) > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				return res, fmt.Errorf("manager%s has not reconciled the KafkaCluster after 2m (log: %s)", suffix(m.shard), m.log)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 	}
 
 	// Count Ready queues from a watch (cheap for the apiserver at any N); when the
@@ -183,18 +263,21 @@ func run(bin string, n int, path string, resync time.Duration, extra []string, p
 	var readyCount atomic.Int64
 	go countReady(ctx, c, &readyCount)
 
-	before, err := scrape(metricsURL)
-	if err != nil {
-		return res, err
-	}
-	cpuBefore, _, err := procStats(mgr.Process.Pid)
-	if err != nil {
-		return res, err
+	for _, m := range mgrs {
+		if m.before, err = scrape(m.metricsURL); err != nil {
+			return res, err
+		}
+		if m.cpuBefore, _, err = procStats(m.cmd.Process.Pid); err != nil {
+			return res, err
+		}
 	}
 	fmt.Fprintf(os.Stderr, "bench: N=%d %s: creating queues\n", n, path)
 	start := time.Now()
-	cpuProfile := make(chan struct{})
-	go func() { defer close(cpuProfile); profile("profile", "?seconds=60") }()
+	var cpuProfiles sync.WaitGroup
+	for _, m := range mgrs {
+		cpuProfiles.Add(1)
+		go func() { defer cpuProfiles.Done(); profile(m, "profile", "?seconds=60") }()
+	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 32)
 	var createErr atomic.Value
@@ -208,6 +291,9 @@ func run(bin string, n int, path string, resync time.Duration, extra []string, p
 				ClusterRef: kqv1.ClusterReference{Name: "local"},
 				Delivery:   kqv1.DeliverySpec{LockDuration: &metav1.Duration{Duration: 30 * time.Second}, MaxDeliveryAttempts: ptr(int32(5))},
 			}}
+			if shard := shards[i%len(shards)]; shard != "" {
+				sq.Labels = map[string]string{controllers.ShardLabel: shard}
+			}
 			if err := c.Create(ctx, sq); err != nil {
 				createErr.Store(err)
 			}
@@ -220,23 +306,25 @@ func run(bin string, n int, path string, resync time.Duration, extra []string, p
 	}
 	for readyCount.Load() < int64(n) {
 		if time.Since(start) > 45*time.Minute {
-			return res, fmt.Errorf("only %d of %d Ready after 45m (manager log: %s)", readyCount.Load(), n, logf.Name())
+			return res, fmt.Errorf("only %d of %d Ready after 45m (manager logs: %s)", readyCount.Load(), n, filepath.Join(dir, "manager*.log"))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	res.ready = time.Since(start)
-	profile("heap", "")
-	after, err := scrape(metricsURL)
-	if err != nil {
-		return res, err
+	for _, m := range mgrs {
+		profile(m, "heap", "")
+		after, err := scrape(m.metricsURL)
+		if err != nil {
+			return res, err
+		}
+		cpuAfter, _, err := procStats(m.cmd.Process.Pid)
+		if err != nil {
+			return res, err
+		}
+		m.cpu = cpuAfter - m.cpuBefore
+		m.kafka = diff(m.before, after, "kafkaqueues_kafka_broker_requests_total")
+		m.writes = writesOf(diff(m.before, after, "rest_client_requests_total"))
 	}
-	cpuAfter, _, err := procStats(mgr.Process.Pid)
-	if err != nil {
-		return res, err
-	}
-	res.cpu = cpuAfter - cpuBefore
-	res.kafka = diff(before, after, "kafkaqueues_kafka_broker_requests_total")
-	res.writes = writesOf(diff(before, after, "rest_client_requests_total"))
 
 	// Let in-flight work settle, then watch one resync window in which every queue is
 	// re-checked against Kafka and nothing has changed.
@@ -245,22 +333,56 @@ func run(bin string, n int, path string, resync time.Duration, extra []string, p
 	// __consumer_offsets on the first FindCoordinator) look again after at most 15s and
 	// record the group's state: a change, not churn. Wait that out first.
 	time.Sleep(min(resync, 15*time.Second) + 5*time.Second)
-	idleBefore, err := scrape(metricsURL)
-	if err != nil {
-		return res, err
+	idleBefore := make([]map[string]float64, len(mgrs))
+	for i, m := range mgrs {
+		if idleBefore[i], err = scrape(m.metricsURL); err != nil {
+			return res, err
+		}
 	}
 	time.Sleep(resync + resync/4)
-	idleAfter, err := scrape(metricsURL)
-	if err != nil {
-		return res, err
+	res.kafka, res.idleKafka = map[string]float64{}, map[string]float64{}
+	for i, m := range mgrs {
+		idleAfter, err := scrape(m.metricsURL)
+		if err != nil {
+			return res, err
+		}
+		m.idleKafka = diff(idleBefore[i], idleAfter, "kafkaqueues_kafka_broker_requests_total")
+		m.idleWrite = writesOf(diff(idleBefore[i], idleAfter, "rest_client_requests_total"))
+		if _, m.rssKB, err = procStats(m.cmd.Process.Pid); err != nil {
+			return res, err
+		}
+		for api, v := range m.kafka {
+			res.kafka[api] += v
+		}
+		for api, v := range m.idleKafka {
+			res.idleKafka[api] += v
+		}
+		res.writes += m.writes
+		res.idleWrite += m.idleWrite
+		res.cpu += m.cpu
+		res.managers = append(res.managers, m.managerResult)
 	}
-	res.idleKafka = diff(idleBefore, idleAfter, "kafkaqueues_kafka_broker_requests_total")
-	res.idleWrite = writesOf(diff(idleBefore, idleAfter, "rest_client_requests_total"))
-	if _, res.rssKB, err = procStats(mgr.Process.Pid); err != nil {
-		return res, err
-	}
-	<-cpuProfile
+	cpuProfiles.Wait()
 	return res, nil
+}
+
+// reconciledClusters is how many KafkaCluster reconciles a manager's metrics count, any result.
+func reconciledClusters(metrics map[string]float64) float64 {
+	t := 0.0
+	for series, v := range metrics {
+		if strings.HasPrefix(series, "controller_runtime_reconcile_total{") && labelOf(series, "controller") == "kafkacluster" {
+			t += v
+		}
+	}
+	return t
+}
+
+// suffix is "-" and the shard's name, or "" for an unsharded manager.
+func suffix(shard string) string {
+	if shard == "" {
+		return ""
+	}
+	return "-" + shard
 }
 
 // countReady keeps n equal to the number of Ready ShareQueues until ctx ends.
@@ -325,12 +447,23 @@ func sum(m map[string]float64, keep func(string) bool) float64 {
 func (r result) print() {
 	all := func(string) bool { return true }
 	writes := func(k string) bool { return writeAPIs[k] }
-	fmt.Printf("\n== N=%d ShareQueues, %s path, 1 broker\n", r.n, r.path)
-	fmt.Printf("all created after %s, all Ready after %s (%.1f queues/s)\n", r.created.Round(time.Millisecond), r.ready.Round(time.Millisecond), float64(r.n)/r.ready.Seconds())
+	managers := "1 manager"
+	if len(r.managers) > 1 {
+		managers = fmt.Sprintf("%d managers, all figures but the per-manager lines summed over them", len(r.managers))
+	}
+	fmt.Printf("\n== N=%d ShareQueues, %s path, 1 broker, %s\n", r.n, r.path, managers)
+	fmt.Printf("all created after %s, all Ready after %s (%.1f queues/s), %s after the last create\n", r.created.Round(time.Millisecond), r.ready.Round(time.Millisecond), float64(r.n)/r.ready.Seconds(), (r.ready - r.created).Round(time.Millisecond))
 	fmt.Printf("Kafka requests during the run: %.0f (%.3f per queue; writes %.0f) %s\n", sum(r.kafka, all), sum(r.kafka, all)/float64(r.n), sum(r.kafka, writes), fmtCounts(r.kafka))
 	fmt.Printf("apiserver writes during the run: %.0f (%.2f per queue)\n", r.writes, r.writes/float64(r.n))
 	fmt.Printf("one no-op resync window: Kafka requests %.0f %s, Kafka writes %.0f, apiserver writes %.0f\n", sum(r.idleKafka, all), fmtCounts(r.idleKafka), sum(r.idleKafka, writes), r.idleWrite)
-	fmt.Printf("manager peak RSS %.1f MiB, CPU during the run %.1f s\n", float64(r.rssKB)/1024, r.cpu)
+	for _, m := range r.managers {
+		if m.shard == "" {
+			fmt.Printf("manager (unsharded, all %d queues): peak RSS %.1f MiB, CPU during the run %.1f s\n", m.queues, float64(m.rssKB)/1024, m.cpu)
+			continue
+		}
+		fmt.Printf("manager %s (--watch-label-selector='%s in (%s)', %d queues): peak RSS %.1f MiB, CPU during the run %.1f s, Kafka requests %.0f %s, apiserver writes %.0f\n",
+			m.shard, controllers.ShardLabel, m.shard, m.queues, float64(m.rssKB)/1024, m.cpu, sum(m.kafka, all), fmtCounts(m.kafka), m.writes)
+	}
 }
 
 func printRatios(rs []result) {
@@ -358,6 +491,28 @@ func printRatios(rs []result) {
 		kn, kb := sum(nv.kafka, all), sum(b.kafka, all)
 		fmt.Printf("%8d %12s %12s %8.1f %14.3f %14.3f %8.1f %10.1f\n", n, nv.ready.Round(100*time.Millisecond), b.ready.Round(100*time.Millisecond),
 			nv.ready.Seconds()/b.ready.Seconds(), kn/float64(n), kb/float64(n), kn/kb, nv.cpu/b.cpu)
+	}
+	header = false
+	for _, n := range order {
+		b, okB := byN[n]["batched"]
+		s, okS := byN[n]["sharded"]
+		if !okB || !okS {
+			continue
+		}
+		if !header {
+			fmt.Printf("\n== sharded / batched: %d shard managers beside 1 manager (Ready: from the first create; tail: from the last create; RSS: peak, per manager; CPU: summed)\n", len(s.managers))
+			fmt.Printf("%8s %10s %10s %7s %10s %10s %13s %13s %7s %12s %-24s %8s %8s %6s\n", "N", "batched", "sharded", "time x", "b tail", "s tail",
+				"batched req/q", "sharded req/q", "req x", "batched RSS", "sharded RSS", "b CPU", "s CPU", "CPU x")
+			header = true
+		}
+		rss := make([]string, len(s.managers))
+		for i, m := range s.managers {
+			rss[i] = fmt.Sprintf("%s %.0f", m.shard, float64(m.rssKB)/1024)
+		}
+		kb, ks := sum(b.kafka, all), sum(s.kafka, all)
+		fmt.Printf("%8d %10s %10s %7.2f %10s %10s %13.3f %13.3f %7.2f %8.0f MiB %-24s %6.1f s %6.1f s %6.2f\n", n, b.ready.Round(100*time.Millisecond), s.ready.Round(100*time.Millisecond),
+			s.ready.Seconds()/b.ready.Seconds(), (b.ready - b.created).Round(100*time.Millisecond), (s.ready - s.created).Round(100*time.Millisecond),
+			kb/float64(n), ks/float64(n), ks/kb, float64(b.managers[0].rssKB)/1024, strings.Join(rss, ", ")+" MiB", b.cpu, s.cpu, s.cpu/b.cpu)
 	}
 }
 
