@@ -160,7 +160,13 @@ func run(bin string, n int, path string, shards []string, resync time.Duration, 
 	if err != nil {
 		return res, err
 	}
-	defer os.RemoveAll(dir)
+	defer func() {
+		if os.Getenv("KQO_BENCH_KEEP") == "" {
+			os.RemoveAll(dir)
+		} else {
+			fmt.Fprintln(os.Stderr, "bench: kept", dir)
+		}
+	}()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := rig.WriteKubeconfig(cfg, kubeconfig); err != nil {
 		return res, err

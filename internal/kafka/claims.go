@@ -84,6 +84,9 @@ type Claims struct {
 	loadEnd int64         // end offset when the view started: no callbacks before it
 	moved   chan struct{} // closed and replaced whenever next advances
 	err     error         // the last fetch error, cleared by the next successful fetch
+
+	pendMu  sync.Mutex
+	pending []pendingWrite // the next batch of writes (write, flush)
 }
 
 // ClaimsTopicConfigs are the claims topic's configs: compacted, so it holds one record per
@@ -128,9 +131,7 @@ func (c *Client) Claims(ctx context.Context, topic string, onChange ClaimChange)
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		// Many reconciles claim at once when queues are created in bulk: their records share
-		// Produce requests (a first reconcile waits this much longer).
-		kgo.ProducerLinger(50*time.Millisecond),
+		kgo.ProducerLinger(0), // write batches them (claimsLinger)
 		kgo.FetchMaxWait(5*time.Second),
 	)
 	cl, err := kgo.NewClient(opts...)
@@ -390,19 +391,66 @@ func (v *Claims) Release(ctx context.Context, claims ...Claim) error {
 	return v.write(ctx, recs)
 }
 
+// claimsLinger is how long the first write of a batch waits for others: reconciles claim in
+// bulk when many queues are created at once, and their records then share one Produce request
+// and one read-back instead of one each.
+const claimsLinger = 100 * time.Millisecond
+
+// pendingWrite is one caller's records in the next batch, and where its outcome goes.
+type pendingWrite struct {
+	recs []*kgo.Record
+	done chan error
+}
+
+// write adds recs to the next batch and waits for the batch's outcome: written with acks=all
+// and read back by the view. A caller whose ctx ends stops waiting; its records may still be
+// written (a claim written twice is the same claim).
 func (v *Claims) write(ctx context.Context, recs []*kgo.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	res := v.cl.ProduceSync(ctx, recs...)
-	if err := res.FirstErr(); err != nil {
-		return wrap("Produce", "topic "+v.topic, err)
+	done := make(chan error, 1)
+	v.pendMu.Lock()
+	v.pending = append(v.pending, pendingWrite{recs: recs, done: done})
+	first := len(v.pending) == 1
+	v.pendMu.Unlock()
+	if first {
+		time.AfterFunc(claimsLinger, v.flush)
 	}
-	last := int64(-1)
-	for _, r := range res {
-		last = max(last, r.Record.Offset)
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("writing to claims topic %s: %w", v.topic, ctx.Err())
 	}
-	return v.waitPast(ctx, last)
+}
+
+// flush writes the pending batch in one ProduceSync and waits until the view has read it.
+func (v *Claims) flush() {
+	v.pendMu.Lock()
+	batch := v.pending
+	v.pending = nil
+	v.pendMu.Unlock()
+	var all []*kgo.Record
+	for _, p := range batch {
+		all = append(all, p.recs...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res := v.cl.ProduceSync(ctx, all...)
+	err := res.FirstErr()
+	if err != nil {
+		err = wrap("Produce", "topic "+v.topic, err)
+	} else {
+		last := int64(-1)
+		for _, r := range res {
+			last = max(last, r.Record.Offset)
+		}
+		err = v.waitPast(ctx, last)
+	}
+	for _, p := range batch {
+		p.done <- err
+	}
 }
 
 // ReadClaims reads a claims topic once, from the start to its current end, with a client of
