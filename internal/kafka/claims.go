@@ -101,10 +101,21 @@ var ClaimsTopicConfigs = map[string]string{"cleanup.policy": "compact"}
 // and returned without asking the brokers again. Errors: the topic cannot be created or described, or it cannot be read
 // to its end before ctx ends.
 func (c *Client) Claims(ctx context.Context, topic string, onChange ClaimChange) (*Claims, error) {
+	v, err := c.startClaims(ctx, topic, onChange)
+	if err != nil {
+		return nil, err
+	}
+	// Waited for outside the lock: every caller gives up at its own deadline.
+	return v, v.waitLoaded(ctx)
+}
+
+// startClaims returns the client's view of topic, starting it (and creating the topic) first
+// if there is none.
+func (c *Client) startClaims(ctx context.Context, topic string, onChange ClaimChange) (*Claims, error) {
 	c.claimsMu.Lock()
 	defer c.claimsMu.Unlock()
 	if v, ok := c.claims[topic]; ok {
-		return v, v.waitLoaded(ctx)
+		return v, nil
 	}
 	if d, ok := c.claimsDenied[topic]; ok && time.Since(d.at) < claimsDeniedFor {
 		return nil, d.err
@@ -146,7 +157,7 @@ func (c *Client) Claims(ctx context.Context, topic string, onChange ClaimChange)
 		c.claims = map[string]*Claims{}
 	}
 	c.claims[topic] = v
-	return v, v.waitLoaded(ctx)
+	return v, nil
 }
 
 // claimsDeniedFor is how long Claims answers an authorization failure from memory.
