@@ -43,7 +43,7 @@ func main() {
 	var leaderElectID string
 	var leaseDuration, renewDeadline, retryPeriod time.Duration
 	flag.StringVar(&leaderElectID, "leader-election-id", "kafka-queue-operator.kafkaqueues.io", "Name of the leader-election Lease. Managers with the same id in one namespace elect one leader among them; each shard needs its own.")
-	flag.DurationVar(&leaseDuration, "leader-election-lease-duration", 15*time.Second, "How long a standby waits after the leader's last renewal before it takes the lease (the longest a killed leader's work waits).")
+	flag.DurationVar(&leaseDuration, "leader-election-lease-duration", 15*time.Second, "How long a standby waits after the leader's last renewal before it takes the lease: a killed leader's work waits this plus up to two jittered retry periods (docs/scaling-out.md).")
 	flag.DurationVar(&renewDeadline, "leader-election-renew-deadline", 10*time.Second, "How long the leader keeps retrying a failed renewal before it stops leading (and exits).")
 	flag.DurationVar(&retryPeriod, "leader-election-retry-period", 2*time.Second, "How often the leader renews and a standby tries to take the lease.")
 	var watchNamespaces, watchSelector string

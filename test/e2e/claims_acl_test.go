@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,8 +14,6 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
@@ -31,23 +28,13 @@ func TestClaimsTopicDeniedByACLs(t *testing.T) {
 	rig.SkipWithoutRig(t, "the local apiserver and Kafka rig")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "manager")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/manager")
-	build.Dir = rig.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	const password = "op-password-Qw81"
-	k, err := rig.StartKafka(ctx, rig.KafkaOptions{SASLUsers: map[string]string{"op": password}, BrokerProps: map[string]string{
+	r := newE2ERig(t, ctx, rig.KafkaOptions{SASLUsers: map[string]string{"op": password}, BrokerProps: map[string]string{
 		"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
 		// The PLAINTEXT listeners (brokers, controllers and this test's admin) are ANONYMOUS.
 		"super.users": "User:ANONYMOUS",
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Stop()
+	dir, bin, k, kubeconfig, c := r.dir, r.bin, r.kafka, r.kubeconfig, r.c
 	super, err := kgo.NewClient(kgo.SeedBrokers(k.BootstrapServers()...))
 	if err != nil {
 		t.Fatal(err)
@@ -70,22 +57,6 @@ func TestClaimsTopicDeniedByACLs(t *testing.T) {
 		}
 	}
 
-	env, cfg, err := rig.StartAPIServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := rig.WriteKubeconfig(cfg, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = kqv1.AddToScheme(scheme)
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
 	logPath := filepath.Join(dir, "manager.log")
 	defer func() {
 		if t.Failed() {

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -59,10 +60,18 @@ func startManager(t *testing.T, bin, kubeconfig, logPath string) *manager {
 // The manager is killed (SIGKILL) while it creates 30 queues and started again: every queue
 // converges, each topic is created once and recognised as the queue's own, no queue reports
 // someone else's topic, and a SIGTERM then stops the manager cleanly.
-func TestManagerKilledMidReconcileConverges(t *testing.T) {
-	rig.SkipWithoutRig(t, "the local apiserver and Kafka rig")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+// e2eRig is one test's rig: the manager binary built from this tree, a Kafka broker, a real
+// apiserver with a kubeconfig file for manager processes, and a client for the test (not
+// rate-limited: it must not be what paces a thousand creates). t.Cleanup stops it after
+// the managers the test started, which registered their cleanups later.
+type e2eRig struct {
+	dir, bin, kubeconfig string
+	kafka                *rig.Kafka
+	c                    client.Client
+}
+
+func newE2ERig(t *testing.T, ctx context.Context, kopts rig.KafkaOptions) *e2eRig {
+	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "manager")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/manager")
@@ -70,16 +79,16 @@ func TestManagerKilledMidReconcileConverges(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	k, err := rig.StartKafka(ctx, rig.KafkaOptions{})
+	k, err := rig.StartKafka(ctx, kopts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer k.Stop()
+	t.Cleanup(k.Stop)
 	env, cfg, err := rig.StartAPIServer()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = env.Stop() }()
+	t.Cleanup(func() { _ = env.Stop() })
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := rig.WriteKubeconfig(cfg, kubeconfig); err != nil {
 		t.Fatal(err)
@@ -87,10 +96,21 @@ func TestManagerKilledMidReconcileConverges(t *testing.T) {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = kqv1.AddToScheme(scheme)
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	ccfg := rest.CopyConfig(cfg)
+	ccfg.QPS, ccfg.Burst = 1000, 2000
+	c, err := client.New(ccfg, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &e2eRig{dir: dir, bin: bin, kubeconfig: kubeconfig, kafka: k, c: c}
+}
+
+func TestManagerKilledMidReconcileConverges(t *testing.T) {
+	rig.SkipWithoutRig(t, "the local apiserver and Kafka rig")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	r := newE2ERig(t, ctx, rig.KafkaOptions{})
+	dir, bin, k, kubeconfig, c := r.dir, r.bin, r.kafka, r.kubeconfig, r.c
 	logPath := filepath.Join(dir, "manager.log")
 	defer func() {
 		if t.Failed() {

@@ -25,9 +25,6 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -96,38 +93,8 @@ func TestLeaderFailoverMidBatch(t *testing.T) {
 	rig.SkipWithoutRig(t, "the local apiserver and Kafka rig")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "manager")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/manager")
-	build.Dir = rig.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	k, err := rig.StartKafka(ctx, rig.KafkaOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Stop()
-	env, cfg, err := rig.StartAPIServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := rig.WriteKubeconfig(cfg, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = kqv1.AddToScheme(scheme)
-	// The test's own client must not be what limits the 1,000 creates (client-go's default
-	// is 5 requests/s).
-	ccfg := rest.CopyConfig(cfg)
-	ccfg.QPS, ccfg.Burst = 1000, 2000
-	c, err := client.New(ccfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newE2ERig(t, ctx, rig.KafkaOptions{})
+	dir, bin, k, kubeconfig, c := r.dir, r.bin, r.kafka, r.kubeconfig, r.c
 
 	a := startElectedManager(t, bin, kubeconfig, dir, "a")
 	b := startElectedManager(t, bin, kubeconfig, dir, "b")
