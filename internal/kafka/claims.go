@@ -80,6 +80,8 @@ type Claims struct {
 
 	mu      sync.Mutex
 	claims  map[claimKey]Claimant
+	byName  map[claimName]map[claimKey]bool // the claims on each topic and group
+	byQueue map[string]map[claimKey]bool    // the claims of each namespace/name
 	next    int64         // offset after the last record read
 	loadEnd int64         // end offset when the view started: no callbacks before it
 	moved   chan struct{} // closed and replaced whenever next advances
@@ -151,7 +153,7 @@ func (c *Client) startClaims(ctx context.Context, topic string, onChange ClaimCh
 	}
 	pctx, cancel := context.WithCancel(context.Background())
 	v := &Claims{topic: topic, cl: cl, onChange: onChange, cancel: cancel, done: make(chan struct{}),
-		claims: map[claimKey]Claimant{}, loadEnd: end, moved: make(chan struct{})}
+		claims: map[claimKey]Claimant{}, byName: map[claimName]map[claimKey]bool{}, byQueue: map[string]map[claimKey]bool{}, loadEnd: end, moved: make(chan struct{})}
 	go v.poll(pctx)
 	if c.claims == nil {
 		c.claims = map[string]*Claims{}
@@ -273,9 +275,9 @@ func (v *Claims) poll(ctx context.Context) {
 			released := r.Value == nil
 			if released {
 				who = v.claims[k]
-				delete(v.claims, k)
+				v.del(k)
 			} else if json.Unmarshal(r.Value, &who) == nil {
-				v.claims[k] = who
+				v.put(k, who)
 			}
 			if r.Offset >= v.loadEnd && v.onChange != nil {
 				who.UID = k.UID
@@ -329,32 +331,64 @@ func (v *Claims) waitLoaded(ctx context.Context) error {
 // Topic is the claims topic's name.
 func (v *Claims) Topic() string { return v.topic }
 
+// claimName is what a claim is on.
+type claimName struct {
+	kind ClaimKind
+	name string
+}
+
+// put and del keep claims and its indexes together (v.mu held).
+func (v *Claims) put(k claimKey, who Claimant) {
+	v.del(k)
+	v.claims[k] = who
+	n, q := claimName{k.Kind, k.Name}, who.Namespace+"/"+who.Name
+	if v.byName[n] == nil {
+		v.byName[n] = map[claimKey]bool{}
+	}
+	v.byName[n][k] = true
+	if v.byQueue[q] == nil {
+		v.byQueue[q] = map[claimKey]bool{}
+	}
+	v.byQueue[q][k] = true
+}
+
+func (v *Claims) del(k claimKey) {
+	who, ok := v.claims[k]
+	if !ok {
+		return
+	}
+	delete(v.claims, k)
+	n, q := claimName{k.Kind, k.Name}, who.Namespace+"/"+who.Name
+	if delete(v.byName[n], k); len(v.byName[n]) == 0 {
+		delete(v.byName, n)
+	}
+	if delete(v.byQueue[q], k); len(v.byQueue[q]) == 0 {
+		delete(v.byQueue, q)
+	}
+}
+
+func (v *Claims) collect(keys map[claimKey]bool) []Claim {
+	out := make([]Claim, 0, len(keys))
+	for k := range keys {
+		who := v.claims[k]
+		who.UID = k.UID
+		out = append(out, Claim{Kind: k.Kind, Name: k.Name, Claimant: who})
+	}
+	return out
+}
+
 // Of returns the live claims on a topic or group, in no particular order.
 func (v *Claims) Of(kind ClaimKind, name string) []Claim {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	var out []Claim
-	for k, who := range v.claims {
-		if k.Kind == kind && k.Name == name {
-			who.UID = k.UID
-			out = append(out, Claim{Kind: kind, Name: name, Claimant: who})
-		}
-	}
-	return out
+	return v.collect(v.byName[claimName{kind, name}])
 }
 
 // ByQueue returns the live claims whose claimant is the ShareQueue namespace/name (any UID).
 func (v *Claims) ByQueue(namespace, name string) []Claim {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	var out []Claim
-	for k, who := range v.claims {
-		if who.Namespace == namespace && who.Name == name {
-			who.UID = k.UID
-			out = append(out, Claim{Kind: k.Kind, Name: k.Name, Claimant: who})
-		}
-	}
-	return out
+	return v.collect(v.byQueue[namespace+"/"+name])
 }
 
 // Len is the number of live claims in the view.
