@@ -83,10 +83,10 @@ type Claims struct {
 	claims  map[claimKey]Claimant
 	byName  map[claimName][]claimKey // the claims on each topic and group (usually one)
 	byQueue map[string][]claimKey    // the claims of each namespace/name (usually two)
-	next    int64         // offset after the last record read
-	loadEnd int64         // end offset when the view started: no callbacks before it
-	moved   chan struct{} // closed and replaced whenever next advances
-	err     error         // the last fetch error, cleared by the next successful fetch
+	next    int64                    // offset after the last record read
+	loadEnd int64                    // end offset when the view started: no callbacks before it
+	moved   chan struct{}            // closed and replaced whenever next advances
+	err     error                    // the last fetch error, cleared by the next successful fetch
 
 	pendMu  sync.Mutex
 	pending []pendingWrite // the next batch of writes (write, flush)
