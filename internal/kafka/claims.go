@@ -469,6 +469,18 @@ func (v *Claims) ByQueue(namespace, name string) []Claim {
 	return v.collect(v.byQueue[namespace+"/"+name])
 }
 
+// All returns every live claim in the view, in no particular order.
+func (v *Claims) All() []Claim {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := make([]Claim, 0, len(v.claims))
+	for k, who := range v.claims {
+		who.UID = k.UID
+		out = append(out, Claim{Kind: k.Kind, Name: k.Name, Claimant: who})
+	}
+	return out
+}
+
 // Len is the number of live claims in the view.
 func (v *Claims) Len() int {
 	v.mu.Lock()
