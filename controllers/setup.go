@@ -125,7 +125,7 @@ func SetupAll(mgr ctrl.Manager, pool *kafka.Pool, opts Options) error {
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder,
 		ResyncInterval: opts.ResyncInterval, KafkaTimeout: opts.KafkaTimeout, Concurrency: opts.QueueConcurrency,
 		FinalizerTimeout: opts.FinalizerTimeout, topicGone: watch.queues,
-		ClaimsTopic: opts.ClaimsTopic, ManagerName: opts.ManagerName,
+		ClaimsTopic: opts.ClaimsTopic, ManagerName: opts.ManagerName, WatchNamespaces: opts.Scope.Namespaces,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}

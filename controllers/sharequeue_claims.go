@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -184,4 +185,80 @@ func (r *ShareQueueReconciler) claimChanged(c kafka.Claim, _ bool) {
 			return
 		}
 	}
+}
+
+// sweepClaims releases, on the Kafka cluster of each KafkaCluster in the watched namespaces,
+// the claims of queues in those namespaces that no longer exist. A queue deleted while no
+// manager of this release ran (a rollout, a crash) leaves its claims behind: no reconcile
+// sees it NotFound, and managers of other releases, which may not read the namespace, count
+// such a claim as live, so a queue of theirs naming the same topic would stay in Conflict.
+// Only namespace-scoped managers sweep (a manager that reads every namespace releases a
+// stale claim as soon as it blocks one of its queues, olderClaim). Each cluster is swept once
+// per run, retried each minute until it succeeds; clusters created later are swept too.
+func (r *ShareQueueReconciler) sweepClaims(ctx context.Context) {
+	watched := map[string]bool{}
+	for _, ns := range r.WatchNamespaces {
+		watched[ns] = true
+	}
+	swept := map[types.NamespacedName]bool{}
+	for {
+		var list kqv1.KafkaClusterList
+		if err := r.List(ctx, &list); err == nil {
+			for i := range list.Items {
+				kc := &list.Items[i]
+				key := types.NamespacedName{Namespace: kc.Namespace, Name: kc.Name}
+				if swept[key] || !watched[kc.Namespace] {
+					continue
+				}
+				if err := r.sweepCluster(ctx, kc, watched); err != nil {
+					ctrl.LoggerFrom(ctx).Info("sweeping the claims of deleted ShareQueues failed; retried in a minute", "kafkaCluster", key.String(), "claimsTopic", r.ClaimsTopic, "error", err.Error())
+					continue
+				}
+				swept[key] = true
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Minute):
+		}
+	}
+}
+
+// sweepCluster is sweepClaims on kc's Kafka cluster.
+func (r *ShareQueueReconciler) sweepCluster(ctx context.Context, kc *kqv1.KafkaCluster, watched map[string]bool) error {
+	timeout := r.KafkaTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	kctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cl, err := pooledClientFor(kctx, r.APIReader, r.Pool, kc)
+	if err != nil {
+		return err
+	}
+	view, err := cl.Claims(kctx, r.ClaimsTopic, r.claimChanged)
+	if kafka.IsAuthorization(err) {
+		return nil // no claims to release; each queue reports ClaimsUnavailable
+	} else if err != nil {
+		return err
+	}
+	var stale []kafka.Claim
+	for _, c := range view.All() {
+		if !watched[c.Namespace] {
+			continue
+		}
+		var sq kqv1.ShareQueue
+		if err := r.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: c.Claimant.Name}, &sq); err == nil && string(sq.UID) == c.UID && sq.DeletionTimestamp.IsZero() {
+			continue // cached and live: no apiserver request
+		}
+		live, err := r.claimLive(ctx, c)
+		if err != nil {
+			return err
+		}
+		if !live {
+			stale = append(stale, c)
+		}
+	}
+	return view.Release(kctx, stale...)
 }

@@ -70,6 +70,9 @@ type ShareQueueReconciler struct {
 	ClaimsTopic string
 	// ManagerName goes into this manager's claims (informational).
 	ManagerName string
+	// WatchNamespaces is Scope.Namespaces: a namespace-scoped manager sweeps the claims of
+	// its namespaces' deleted queues when it starts (sweepClaims).
+	WatchNamespaces []string
 	// claimsChanged carries the queues to look at again after another manager's claim or
 	// release (claimChanged); stopping closes when the manager stops.
 	claimsChanged chan event.GenericEvent
@@ -598,6 +601,17 @@ func (r *ShareQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return nil
 		})); err != nil {
 			return err
+		}
+		if len(r.WatchNamespaces) > 0 {
+			if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+				if !mgr.GetCache().WaitForCacheSync(ctx) {
+					return nil
+				}
+				r.sweepClaims(ctx)
+				return nil
+			})); err != nil {
+				return err
+			}
 		}
 	}
 	c, err := b.

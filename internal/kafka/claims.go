@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -90,6 +91,12 @@ type Claims struct {
 
 	pendMu  sync.Mutex
 	pending []pendingWrite // the next batch of writes (write, flush)
+
+	// gone: the topic this view read was deleted (a write refused with
+	// UNKNOWN_TOPIC_OR_PARTITION, a fetch with UNKNOWN_TOPIC_ID) or deleted and created
+	// again (the consumer reports data loss, or the log's offsets went back). The view no longer matches the log: the client's next Claims call replaces it,
+	// creating the topic again if needed, and the queues' next claims are written anew.
+	gone atomic.Bool
 }
 
 // ClaimsTopicConfigs are the claims topic's configs: compacted, so it holds one record per
@@ -118,7 +125,12 @@ func (c *Client) startClaims(ctx context.Context, topic string, onChange ClaimCh
 	c.claimsMu.Lock()
 	defer c.claimsMu.Unlock()
 	if v, ok := c.claims[topic]; ok {
-		return v, nil
+		if !v.gone.Load() {
+			return v, nil
+		}
+		// Closed aside: its poll may be handing a change to a reconciler that waits on us.
+		delete(c.claims, topic)
+		go v.close()
 	}
 	if d, ok := c.claimsDenied[topic]; ok && time.Since(d.at) < claimsDeniedFor {
 		return nil, d.err
@@ -133,7 +145,7 @@ func (c *Client) startClaims(ctx context.Context, topic string, onChange ClaimCh
 		}
 		return nil, err
 	}
-	end, err := c.claimsEnd(ctx, topic)
+	start, end, err := c.claimsOffsets(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +166,7 @@ func (c *Client) startClaims(ctx context.Context, topic string, onChange ClaimCh
 	}
 	pctx, cancel := context.WithCancel(context.Background())
 	v := &Claims{topic: topic, cl: cl, onChange: onChange, cancel: cancel, done: make(chan struct{}),
-		claims: map[claimKey]Claimant{}, byName: map[claimName][]claimKey{}, byQueue: map[string][]claimKey{}, loadEnd: end, moved: make(chan struct{})}
+		claims: map[claimKey]Claimant{}, byName: map[claimName][]claimKey{}, byQueue: map[string][]claimKey{}, next: start, loadEnd: end, moved: make(chan struct{})}
 	go v.poll(pctx)
 	if c.claims == nil {
 		c.claims = map[string]*Claims{}
@@ -202,26 +214,38 @@ func (c *Client) ensureClaimsTopic(ctx context.Context, topic string) error {
 	return nil
 }
 
-// claimsEnd is the claims topic's end offset. A topic just created is unknown to the broker
-// answering until the metadata reaches it: that is retried until ctx ends.
-func (c *Client) claimsEnd(ctx context.Context, topic string) (int64, error) {
+// claimsOffsets is the claims topic's log start and end offsets. Records before the start
+// are gone (retention or DeleteRecords on a topic someone created without compaction): a
+// view starts there, so a log emptied that way (start == end) is loaded at once rather than
+// waited for. A topic just created is unknown to the broker answering until the metadata
+// reaches it: that is retried until ctx ends.
+func (c *Client) claimsOffsets(ctx context.Context, topic string) (int64, int64, error) {
 	for {
-		ends, err := c.adm.ListEndOffsets(ctx, topic)
+		starts, err := c.adm.ListStartOffsets(ctx, topic)
+		if err == nil {
+			err = starts.Error()
+		}
+		var ends kadm.ListedOffsets
+		if err == nil {
+			ends, err = c.adm.ListEndOffsets(ctx, topic)
+		}
 		if err == nil {
 			err = ends.Error()
 		}
 		if err == nil {
-			if o, ok := ends.Lookup(topic, 0); ok {
-				return o.Offset, nil
+			s, sok := starts.Lookup(topic, 0)
+			e, eok := ends.Lookup(topic, 0)
+			if sok && eok {
+				return s.Offset, e.Offset, nil
 			}
 			err = kerr.UnknownTopicOrPartition
 		}
 		if !errors.Is(err, kerr.UnknownTopicOrPartition) && !errors.Is(err, kerr.LeaderNotAvailable) && !errors.Is(err, kerr.NotLeaderForPartition) {
-			return 0, wrap("ListOffsets", "topic "+topic, err)
+			return 0, 0, wrap("ListOffsets", "topic "+topic, err)
 		}
 		select {
 		case <-ctx.Done():
-			return 0, wrap("ListOffsets", "topic "+topic, err)
+			return 0, 0, wrap("ListOffsets", "topic "+topic, err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -237,11 +261,15 @@ func (c *Client) closeClaims() {
 	}
 }
 
-// ClaimsView returns the client's claims view of topic if one was started (nil otherwise).
+// ClaimsView returns the client's claims view of topic if one was started and its topic was
+// not deleted since (nil otherwise).
 func (c *Client) ClaimsView(topic string) *Claims {
 	c.claimsMu.Lock()
 	defer c.claimsMu.Unlock()
-	return c.claims[topic]
+	if v := c.claims[topic]; v != nil && !v.gone.Load() {
+		return v
+	}
+	return nil
 }
 
 func (v *Claims) close() {
@@ -258,7 +286,19 @@ func (v *Claims) poll(ctx context.Context) {
 			return
 		}
 		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
+		gone := false
+		fs.EachError(func(_ string, _ int32, err error) {
+			ferr = err
+			// The topic was deleted (UNKNOWN_TOPIC_ID: the consumer keeps asking for the old
+			// topic id, and franz-go hands the error back at once, in a loop, even once a
+			// topic of that name exists again), or the log no longer holds what the view
+			// read (data loss: deleted and created again, or truncated). The view is
+			// retired and the client's next Claims call builds a new one.
+			var dl *kgo.ErrDataLoss
+			if errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition) || errors.As(err, &dl) {
+				gone = true
+			}
+		})
 		type change struct {
 			c        Claim
 			released bool
@@ -267,17 +307,20 @@ func (v *Claims) poll(ctx context.Context) {
 		v.mu.Lock()
 		advanced := false
 		fs.EachRecord(func(r *kgo.Record) {
-			var k claimKey
-			if json.Unmarshal(r.Key, &k) != nil || k.Kind == "" {
+			if r.Offset < v.next {
+				// Offsets only go back when the topic was deleted and created again (the
+				// consumer, out of range, starts over): claims this view holds may be gone.
+				v.gone.Store(true)
+			}
+			k, who, released, ok := parseClaim(r)
+			if !ok {
 				v.next, advanced = r.Offset+1, true
 				return // not a claim record: someone else's write, ignored
 			}
-			var who Claimant
-			released := r.Value == nil
 			if released {
 				who = v.claims[k]
 				v.del(k)
-			} else if json.Unmarshal(r.Value, &who) == nil {
+			} else {
 				v.put(k, who)
 			}
 			if r.Offset >= v.loadEnd && v.onChange != nil {
@@ -291,15 +334,50 @@ func (v *Claims) poll(ctx context.Context) {
 		} else if advanced {
 			v.err = nil
 		}
-		if advanced {
-			close(v.moved)
+		if gone {
+			v.gone.Store(true)
+		}
+		if advanced || gone {
+			close(v.moved) // waiters see gone and give up
 			v.moved = make(chan struct{})
 		}
 		v.mu.Unlock()
 		for _, ch := range changes {
 			v.onChange(ch.c, ch.released)
 		}
+		if gone {
+			return
+		}
+		if ferr != nil && !advanced {
+			// An error fetch returns at once: not in a loop.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
 	}
+}
+
+// errClaimsGone is the error of a view whose topic was deleted.
+var errClaimsGone = errors.New("the claims topic was deleted or lost records; its view is read again")
+
+// parseClaim decodes a claims record: a claim, or a tombstone (released). ok is false for
+// a record that is not one (someone else's write on the topic): a key that is not a claim
+// key, or a value that names no queue. Such a record would otherwise be a claimant with no
+// name and the zero creation time, older than every queue, that no apiserver lookup can
+// confirm or release.
+func parseClaim(r *kgo.Record) (k claimKey, who Claimant, released, ok bool) {
+	if json.Unmarshal(r.Key, &k) != nil || (k.Kind != ClaimTopic && k.Kind != ClaimGroup) || k.Name == "" || k.UID == "" {
+		return k, who, false, false
+	}
+	if r.Value == nil {
+		return k, who, true, true
+	}
+	if json.Unmarshal(r.Value, &who) != nil || who.Namespace == "" || who.Name == "" || who.Created.IsZero() {
+		return k, who, false, false
+	}
+	return k, who, false, true
 }
 
 // waitPast waits until the view has read the record at offset (next > offset).
@@ -308,6 +386,9 @@ func (v *Claims) waitPast(ctx context.Context, offset int64) error {
 		v.mu.Lock()
 		next, moved, ferr := v.next, v.moved, v.err
 		v.mu.Unlock()
+		if v.gone.Load() {
+			return fmt.Errorf("reading claims topic %s to offset %d (at %d): %w", v.topic, offset, next, errClaimsGone)
+		}
 		if next > offset {
 			return nil
 		}
@@ -323,9 +404,6 @@ func (v *Claims) waitPast(ctx context.Context, offset int64) error {
 }
 
 func (v *Claims) waitLoaded(ctx context.Context) error {
-	if v.loadEnd == 0 {
-		return nil
-	}
 	return v.waitPast(ctx, v.loadEnd-1)
 }
 
@@ -385,6 +463,18 @@ func (v *Claims) ByQueue(namespace, name string) []Claim {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.collect(v.byQueue[namespace+"/"+name])
+}
+
+// All returns every live claim in the view, in no particular order.
+func (v *Claims) All() []Claim {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := make([]Claim, 0, len(v.claims))
+	for k, who := range v.claims {
+		who.UID = k.UID
+		out = append(out, Claim{Kind: k.Kind, Name: k.Name, Claimant: who})
+	}
+	return out
 }
 
 // Len is the number of live claims in the view.
@@ -481,6 +571,9 @@ func (v *Claims) flush() {
 	res := v.cl.ProduceSync(ctx, all...)
 	err := res.FirstErr()
 	if err != nil {
+		if errors.Is(err, kerr.UnknownTopicOrPartition) {
+			v.gone.Store(true) // deleted under us: the next Claims call creates it again
+		}
 		err = wrap("Produce", "topic "+v.topic, err)
 	} else {
 		last := int64(-1)
@@ -516,26 +609,34 @@ func ReadClaims(ctx context.Context, cfg Config, topic string) ([]Claim, error) 
 	if err != nil {
 		return nil, wrap("ListOffsets", "topic "+topic, err)
 	}
-	end := int64(0)
+	end, next := int64(0), int64(0)
 	if o, ok := ends.Lookup(topic, 0); ok {
 		end = o.Offset
 	}
+	// Records before the log start are gone: a log emptied by retention has nothing to read.
+	starts, err := kadm.NewClient(cl).ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, wrap("ListOffsets", "topic "+topic, err)
+	}
+	if o, ok := starts.Lookup(topic, 0); ok {
+		next = o.Offset
+	}
 	live := map[claimKey]Claimant{}
-	for next := int64(0); next < end; {
+	for next < end {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("reading claims topic %s to offset %d (at %d): %w", topic, end, next, err)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			next = r.Offset + 1
-			var k claimKey
-			if json.Unmarshal(r.Key, &k) != nil || k.Kind == "" {
+			if k, who, released, ok := parseClaim(r); !ok {
 				return
-			}
-			var who Claimant
-			if r.Value == nil {
+			} else if released {
 				delete(live, k)
-			} else if json.Unmarshal(r.Value, &who) == nil {
+			} else {
 				live[k] = who
 			}
 		})
