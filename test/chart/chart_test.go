@@ -150,6 +150,18 @@ func startManagerWith(t *testing.T, cfg *rest.Config, run managerRun) (stop func
 	return stop
 }
 
+// startKafkaAndShell starts a broker (stopped by t.Cleanup, after the managers the test starts
+// later) and a user shell on cfg's cluster whose kubectl and helm reach it.
+func startKafkaAndShell(t *testing.T, ctx context.Context, cfg *rest.Config) (*rig.Kafka, *userShell) {
+	t.Helper()
+	k, err := rig.StartKafka(ctx, rig.KafkaOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Stop)
+	return k, newUserShell(t, cfg)
+}
+
 func TestChartsLint(t *testing.T) {
 	if _, err := helm("lint", chartDir, "--strict", "--set", "kafka.bootstrapServers={kafka:9092}"); err != nil {
 		t.Fatal(err)
@@ -185,12 +197,7 @@ func TestDocsInstallQueueUninstallReinstall(t *testing.T) {
 	cfg, admin := freshCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	k, err := rig.StartKafka(ctx, rig.KafkaOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Stop()
-	sh := newUserShell(t, cfg)
+	k, sh := startKafkaAndShell(t, ctx, cfg)
 	sh.Replace["kafka-0.kafka:9092"] = k.Bootstrap()
 
 	// The manager Pod would start once the release exists; here it starts after the command

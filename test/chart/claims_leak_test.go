@@ -21,12 +21,7 @@ func TestClaimOfQueueDeletedWhileManagerDown(t *testing.T) {
 	cfg, admin := freshCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	k, err := rig.StartKafka(ctx, rig.KafkaOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Stop()
-	sh := newUserShell(t, cfg)
+	k, sh := startKafkaAndShell(t, ctx, cfg)
 	rels := &releases{t: t, cfg: cfg, sh: sh, runs: map[string][]*releaseManager{}}
 	sh.Run("helm install kqo-crds charts/kafka-queue-operator-crds -n kqo-system --create-namespace")
 	sh.Run("kubectl create namespace team-a")

@@ -119,12 +119,7 @@ func TestDocsScalingOut(t *testing.T) {
 	cfg, admin := freshCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	k, err := rig.StartKafka(ctx, rig.KafkaOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Stop()
-	sh := newUserShell(t, cfg)
+	k, sh := startKafkaAndShell(t, ctx, cfg)
 	sh.Replace["kafka-0.kafka:9092"] = k.Bootstrap()
 	rels := &releases{t: t, cfg: cfg, sh: sh, runs: map[string][]*releaseManager{}}
 	afterHelm := func(cmd string) {
