@@ -367,7 +367,9 @@ func (q *queueScope) status(ctx context.Context) error {
 	case q.res.transient != nil:
 		logger.Info("kafka request failed; retrying", "error", q.res.transient.Error())
 		q.err = q.res.transient
-	case q.plan.TopicReady.Reason == kqv1.ReasonTopicNotFound:
+	case q.plan.TopicReady.Reason == kqv1.ReasonTopicNotFound, q.plan.TopicReady.Reason == kqv1.ReasonTopicUnderReplicated:
+		// Both heal without any change to the queue (a topic created, a broker back in the
+		// ISR): look again soon so Ready follows Kafka rather than the next resync.
 		q.requeueAfter = 30 * time.Second
 	case q.group == nil && q.kc.Status.ShareVersion >= 1:
 		// The share group's state could not be read (coordinator still loading): look again

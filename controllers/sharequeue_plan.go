@@ -494,7 +494,13 @@ func planTopic(p *queuePlan, sq *kqv1.ShareQueue, obs queueObservation, pol queu
 				}
 			}
 		}
+		// The broker count of the topic's own Metadata response, so the under-replication and
+		// the live brokers it is set against are one observation (the KafkaCluster's count
+		// can be a probe older).
 		brokers := obs.Cluster.BrokerCount
+		if obs.Topic.LiveBrokers > 0 {
+			brokers = obs.Topic.LiveBrokers
+		}
 		if len(problems) > 0 {
 			// Nothing is written to a topic whose shape disagrees with the spec.
 			p.TopicConfigs, p.GrowPartitionsTo = nil, 0

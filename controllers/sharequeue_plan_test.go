@@ -457,6 +457,14 @@ func TestPlanUnderReplicatedTopic(t *testing.T) {
 	if p.TopicReady.Reason != kqv1.ReasonTopicUnderReplicated || !strings.Contains(p.TopicReady.Message, "2 under-replicated partition(s); the cluster has 2 live broker(s)") {
 		t.Errorf("TopicReady %+v", p.TopicReady)
 	}
+	// The topic's own Metadata response counts the brokers when it lists them: the KafkaCluster's
+	// count may be a probe older than the ISR it is set against.
+	obs.Cluster.BrokerCount = 3
+	obs.Topic.LiveBrokers = 2
+	p = planQueue(queue(func(sq *kqv1.ShareQueue) { sq.Spec.Topic.Partitions = 2 }), obs)
+	if !strings.Contains(p.TopicReady.Message, "the cluster has 2 live broker(s)") {
+		t.Errorf("TopicReady %+v, want the broker count of the topic's Metadata response", p.TopicReady)
+	}
 }
 
 // In Republisher mode the group's limit is one above the application's attempts, checked

@@ -25,6 +25,10 @@ type Topic struct {
 	ISR map[int32][]int32
 	// Internal is true for internal topics such as __share_group_state.
 	Internal bool
+	// LiveBrokers is the number of brokers listed in the same Metadata response (the brokers
+	// the cluster considers alive, KRaft leaving fenced ones out), so a replication claim and
+	// the broker count it is measured against come from one moment; 0 when unknown.
+	LiveBrokers int32
 	// Err is the topic's item error; IsNotFound(Err) when the topic does not exist.
 	Err error
 }
@@ -80,7 +84,7 @@ func (c *Client) describeTopics(ctx context.Context, names ...string) (out_ map[
 			out[name] = Topic{Name: name, Err: err}
 			continue
 		}
-		t := Topic{Name: name, Internal: rt.IsInternal, Partitions: int32(len(rt.Partitions)), Replicas: map[int32][]int32{}, ISR: map[int32][]int32{}}
+		t := Topic{Name: name, Internal: rt.IsInternal, Partitions: int32(len(rt.Partitions)), Replicas: map[int32][]int32{}, ISR: map[int32][]int32{}, LiveBrokers: int32(len(resp.Brokers))}
 		if rt.TopicID != ([16]byte{}) {
 			t.ID = topicID(rt.TopicID)
 		}
