@@ -148,4 +148,17 @@ const (
 	// EventTopicDeletedByPolicy (Normal): the operator deleted a queue's topic because the
 	// ShareQueue was deleted with deletionPolicy Delete.
 	EventTopicDeletedByPolicy = "TopicDeletedByPolicy"
+
+	// ReasonMembersPresent: an OffsetReset found members in the share group; Kafka alters
+	// share-group offsets only for an empty group (AlterShareGroupOffsets, KIP-932). The
+	// message names the member count.
+	ReasonMembersPresent = "MembersPresent"
+	// ReasonOffsetsApplying: an OffsetReset's targets are resolved and recorded in status and
+	// are being applied.
+	ReasonOffsetsApplying = "Applying"
+	// ReasonOffsetsReset: an OffsetReset's recorded targets were applied and read back.
+	ReasonOffsetsReset = "OffsetsReset"
+	// ReasonOffsetsNotApplied: the brokers answered AlterShareGroupOffsets, but reading back
+	// showed a partition's start offset other than its recorded target.
+	ReasonOffsetsNotApplied = "OffsetsNotApplied"
 )
