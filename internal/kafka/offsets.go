@@ -50,6 +50,10 @@ func (c *Client) ListPartitionOffsets(ctx context.Context, topic string, q Offse
 	out := make(map[int32]int64, len(ps))
 	var errs []error
 	for p, o := range ps {
+		if p == -1 {
+			// kadm's marker of a topic its metadata does not know (yet).
+			return nil, wrap("ListOffsets", "topic "+topic, o.Err)
+		}
 		if o.Err != nil {
 			errs = append(errs, wrap("ListOffsets", fmt.Sprintf("%s/%d", topic, p), o.Err))
 			continue
