@@ -118,15 +118,6 @@ func (s *resetScope) run(ctx context.Context) error {
 		return &waitError{Reason: kqv1.ReasonQueueNotFound, After: 10 * time.Second,
 			Message: fmt.Sprintf("ShareQueue %s/%s (spec.queueRef.name) does not exist", or.Namespace, or.Spec.QueueRef.Name)}
 	}
-	// Only a queue that owns its topic and group may have its group's offsets moved.
-	switch pending, reason, conflict := queueOwnership(&s.sq); {
-	case pending:
-		return &waitError{Reason: kqv1.ReasonQueueNotReady, After: 5 * time.Second,
-			Message: fmt.Sprintf("ShareQueue %s has not yet been checked for ownership of its topic and group at generation %d", s.sq.Name, s.sq.Generation)}
-	case conflict != "":
-		return &waitError{Reason: reason, After: 30 * time.Second,
-			Message: fmt.Sprintf("ShareQueue %s does not own its topic or group, so its offsets are not reset: %s", s.sq.Name, conflict)}
-	}
 	if or.Status.Topic == "" {
 		// The topic and group are fixed once, with the targets.
 		or.Status.Topic, or.Status.GroupID = s.sq.KafkaTopicName(), s.sq.KafkaGroupID()
@@ -142,8 +133,17 @@ func (s *resetScope) run(ctx context.Context) error {
 		return &waitError{Reason: kqv1.ReasonClusterNotReady, After: 10 * time.Second, Message: fmt.Sprintf("KafkaCluster %s is not connected", s.kc.Name)}
 	}
 	if v := s.kc.Status.ShareVersion; v < 1 {
-		return &waitError{Reason: kqv1.ReasonShareGroupsDisabled, After: time.Minute,
+		return &waitError{Reason: kqv1.ReasonShareGroupsDisabled, After: 15 * time.Second,
 			Message: fmt.Sprintf("share groups are disabled on KafkaCluster %s (share.version=%d): AlterShareGroupOffsets needs share.version >= 1 (KIP-932); finalize it (kafka-features.sh upgrade --feature share.version=1, or the KafkaCluster's featurePolicy Finalize)", s.kc.Name, v)}
+	}
+	// Only a queue that owns its topic and group may have its group's offsets moved.
+	switch pending, reason, conflict := queueOwnership(&s.sq); {
+	case pending:
+		return &waitError{Reason: kqv1.ReasonQueueNotReady, After: 5 * time.Second,
+			Message: fmt.Sprintf("ShareQueue %s has not yet been checked for ownership of its topic and group at generation %d", s.sq.Name, s.sq.Generation)}
+	case conflict != "":
+		return &waitError{Reason: reason, After: 30 * time.Second,
+			Message: fmt.Sprintf("ShareQueue %s does not own its topic or group, so its offsets are not reset: %s", s.sq.Name, conflict)}
 	}
 	timeout := s.r.KafkaTimeout
 	if timeout <= 0 {

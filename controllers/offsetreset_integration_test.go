@@ -14,10 +14,12 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
 )
 
 // resetQueue creates a Ready ShareQueue named name in ns whose group starts at the earliest
@@ -467,5 +469,55 @@ func TestOffsetResetAppliedOnceAcrossRestarts(t *testing.T) {
 	assertTargets(t, pending, recorded, true)
 	if got := r.startOffsets(t, group, topic); fmt.Sprint(got) != fmt.Sprint(recorded) {
 		t.Errorf("start offsets %v, want the recorded %v (not the end offsets %v)", got, recorded, r.endOffsets(t, topic))
+	}
+}
+
+// On a cluster formatted at release 4.1 (share.version 0) a reset is held back with
+// Complete=False/ShareGroupsDisabled naming the level and how to finalize it, and nothing is
+// resolved or sent; once share.version 1 is finalized it completes.
+func TestOffsetResetWaitsForShareGroups(t *testing.T) {
+	r := startRig(t)
+	k, admin := startKafka(t, rig.KafkaOptions{ReleaseVersion: "4.1"})
+	ns := r.newNamespace(t)
+	kc := r.createCluster(t, ns, "local", k, nil, func(kc *kqv1.KafkaCluster) string {
+		if kc.Status.ShareVersion != 0 {
+			return fmt.Sprintf("shareVersion %d, want 0", kc.Status.ShareVersion)
+		}
+		return condIs(kc.Status.Conditions, kqv1.ConditionConnected, metav1.ConditionTrue, "")
+	})
+	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "old"},
+		Spec: kqv1.ShareQueueSpec{ClusterRef: kqv1.ClusterReference{Name: "local"}, Topic: kqv1.QueueTopicSpec{Partitions: 2}}}
+	if err := r.k8s.Create(ctxFor(t), sq); err != nil {
+		t.Fatal(err)
+	}
+	or := newReset(ns, sq.Name, func(s *kqv1.OffsetResetSpec) { s.ToLatest = yes })
+	if err := r.k8s.Create(ctxFor(t), or); err != nil {
+		t.Fatal(err)
+	}
+	or = r.waitReset(t, or, 60*time.Second, func(or *kqv1.OffsetReset) string {
+		if m := resetCondition(or, kqv1.ConditionComplete, metav1.ConditionFalse, kqv1.ReasonShareGroupsDisabled); m != "" {
+			return m
+		}
+		if c := findCondition(or.Status.Conditions, kqv1.ConditionComplete); !strings.Contains(c.Message, "share.version=0") || !strings.Contains(c.Message, "share.version >= 1") {
+			return "message does not name the level and the need: " + c.Message
+		}
+		return ""
+	})
+	if or.Status.Phase != kqv1.OffsetResetWaiting || len(or.Status.Partitions) != 0 {
+		t.Errorf("status %+v: want phase Waiting, nothing resolved", or.Status)
+	}
+	if got, err := admin.ShareStartOffsets(ctxFor(t), "old", "old"); err == nil && len(got) > 0 {
+		t.Errorf("group old has start offsets %v while share groups are off", got)
+	}
+
+	patch := client.MergeFrom(kc.DeepCopy())
+	kc.Spec.FeaturePolicy = kqv1.FeaturePolicyFinalize
+	kc.Spec.TargetShareVersion = ptr.To[int32](1)
+	if err := r.k8s.Patch(ctxFor(t), kc, patch); err != nil {
+		t.Fatal(err)
+	}
+	or = r.waitReset(t, or, 2*time.Minute, complete)
+	if len(or.Status.Partitions) != 2 {
+		t.Errorf("partitions %+v, want both", or.Status.Partitions)
 	}
 }

@@ -95,8 +95,6 @@ partition's offsets on stdout. Exits 1 when the reset failed or --timeout passed
 	f.BoolVar(&o.toLatest, "to-latest", false, "reset to the latest offsets (skip every record present now)")
 	f.StringVar(&o.toDatetime, "to-datetime", "", "reset to the first record at or after this time (RFC 3339)")
 	f.StringVar(&o.byDuration, "by-duration", "", "reset to the first record of the last D (Go duration, e.g. 90m)")
-	cmd.MarkFlagsMutuallyExclusive("to-earliest", "to-latest", "to-datetime", "by-duration")
-	cmd.MarkFlagsOneRequired("to-earliest", "to-latest", "to-datetime", "by-duration")
 	o.addWaitFlags(cmd)
 	return cmd
 }
@@ -120,6 +118,15 @@ func (o *resetOptions) spec(queue string) (kqv1.OffsetResetSpec, error) {
 	case kqv1.MembersPolicyWait, kqv1.MembersPolicyFail:
 	default:
 		return s, usageError{fmt.Sprintf("--when-members-present %q: want Wait or Fail", o.whenMembersPresent)}
+	}
+	set := 0
+	for _, b := range []bool{o.toEarliest, o.toLatest, o.toDatetime != "", o.byDuration != ""} {
+		if b {
+			set++
+		}
+	}
+	if set != 1 {
+		return s, usageError{fmt.Sprintf("exactly one of --to-earliest, --to-latest, --to-datetime, --by-duration is needed (%d given)", set)}
 	}
 	switch {
 	case o.toEarliest:
@@ -219,7 +226,11 @@ func resetProgress(or *kqv1.OffsetReset) string {
 			done++
 		}
 	}
-	line := fmt.Sprintf("%s: %s", or.Name, dash(string(st.Phase)))
+	phase := st.Phase
+	if phase == "" {
+		phase = kqv1.OffsetResetPending
+	}
+	line := fmt.Sprintf("%s: %s", or.Name, phase)
 	if len(st.Partitions) > 0 {
 		line += fmt.Sprintf(" [%s] %d/%d partitions", bar(done, len(st.Partitions), 20), done, len(st.Partitions))
 	}
