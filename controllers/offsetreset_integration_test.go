@@ -165,10 +165,34 @@ func resetCondition(or *kqv1.OffsetReset, typ string, want metav1.ConditionStatu
 	return ""
 }
 
-// complete is a waitReset check for Complete=True.
-func complete(or *kqv1.OffsetReset) string {
-	return resetCondition(or, kqv1.ConditionComplete, metav1.ConditionTrue, kqv1.ReasonOffsetsReset)
+// conditionWith is a waitReset check for condition typ with status and reason whose message
+// contains each of parts.
+func conditionWith(typ string, status metav1.ConditionStatus, reason string, parts ...string) func(*kqv1.OffsetReset) string {
+	return func(or *kqv1.OffsetReset) string {
+		if m := resetCondition(or, typ, status, reason); m != "" {
+			return m
+		}
+		c := findCondition(or.Status.Conditions, typ)
+		for _, p := range parts {
+			if !strings.Contains(c.Message, p) {
+				return fmt.Sprintf("%s message %q lacks %q", typ, c.Message, p)
+			}
+		}
+		return ""
+	}
 }
+
+// createReset creates or and returns it.
+func (r *testRig) createReset(t *testing.T, or *kqv1.OffsetReset) *kqv1.OffsetReset {
+	t.Helper()
+	if err := r.k8s.Create(ctxFor(t), or); err != nil {
+		t.Fatal(err)
+	}
+	return or
+}
+
+// complete is a waitReset check for Complete=True.
+var complete = conditionWith(kqv1.ConditionComplete, metav1.ConditionTrue, kqv1.ReasonOffsetsReset)
 
 func newReset(ns, queue string, mut func(*kqv1.OffsetResetSpec)) *kqv1.OffsetReset {
 	or := &kqv1.OffsetReset{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: queue + "-reset-"},
@@ -243,10 +267,7 @@ func TestOffsetResetPurgeWithoutMembers(t *testing.T) {
 	old := r.produceAt(t, topic, "old", 30, 3, time.Time{})
 	end := r.endOffsets(t, topic)
 
-	or := newReset(ns, sq.Name, func(s *kqv1.OffsetResetSpec) { s.ToLatest = yes })
-	if err := r.k8s.Create(ctxFor(t), or); err != nil {
-		t.Fatal(err)
-	}
+	or := r.createReset(t, newReset(ns, sq.Name, func(s *kqv1.OffsetResetSpec) { s.ToLatest = yes }))
 	or = r.waitReset(t, or, 60*time.Second, complete)
 	if or.Status.Phase != kqv1.OffsetResetComplete || or.Status.Target != "--to-latest" || or.Status.ResolvedAt == nil || or.Status.CompletionTime == nil ||
 		or.Status.Topic != topic || or.Status.GroupID != group || or.Status.Members == nil || *or.Status.Members != 0 {
@@ -291,33 +312,14 @@ func TestOffsetResetWithMembersPresent(t *testing.T) {
 	if err := r.k8s.Create(ctxFor(t), failing); err != nil {
 		t.Fatal(err)
 	}
-	failing = r.waitReset(t, failing, 60*time.Second, func(or *kqv1.OffsetReset) string {
-		if m := resetCondition(or, kqv1.ConditionFailed, metav1.ConditionTrue, kqv1.ReasonMembersPresent); m != "" {
-			return m
-		}
-		if c := findCondition(or.Status.Conditions, kqv1.ConditionFailed); !strings.Contains(c.Message, "has 1 member(s)") || !strings.Contains(c.Message, group) {
-			return "Failed message does not name the group and its 1 member: " + c.Message
-		}
-		return ""
-	})
+	failing = r.waitReset(t, failing, 60*time.Second, conditionWith(kqv1.ConditionFailed, metav1.ConditionTrue, kqv1.ReasonMembersPresent, "has 1 member(s)", group))
 	if failing.Status.Phase != kqv1.OffsetResetFailed || len(failing.Status.Partitions) != 0 || failing.Status.CompletionTime == nil {
 		t.Errorf("failed reset status %+v: want phase Failed, no partitions resolved, a completion time", failing.Status)
 	}
 	r.hasEvent(t, failing, corev1.EventTypeWarning, kqv1.ReasonMembersPresent, "has 1 member(s)")
 
-	waiting := newReset(ns, sq.Name, func(s *kqv1.OffsetResetSpec) { s.ToLatest = yes })
-	if err := r.k8s.Create(ctxFor(t), waiting); err != nil {
-		t.Fatal(err)
-	}
-	waiting = r.waitReset(t, waiting, 60*time.Second, func(or *kqv1.OffsetReset) string {
-		if m := resetCondition(or, kqv1.ConditionComplete, metav1.ConditionFalse, kqv1.ReasonMembersPresent); m != "" {
-			return m
-		}
-		if c := findCondition(or.Status.Conditions, kqv1.ConditionComplete); !strings.Contains(c.Message, "has 1 member(s)") {
-			return "Complete message does not name the member count: " + c.Message
-		}
-		return ""
-	})
+	waiting := r.createReset(t, newReset(ns, sq.Name, func(s *kqv1.OffsetResetSpec) { s.ToLatest = yes }))
+	waiting = r.waitReset(t, waiting, 60*time.Second, conditionWith(kqv1.ConditionComplete, metav1.ConditionFalse, kqv1.ReasonMembersPresent, "has 1 member(s)"))
 	if waiting.Status.Phase != kqv1.OffsetResetWaiting || len(waiting.Status.Partitions) != 0 || waiting.Status.Members == nil || *waiting.Status.Members != 1 {
 		t.Errorf("waiting reset status %+v: want phase Waiting, 1 member, nothing resolved", waiting.Status)
 	}
@@ -373,10 +375,7 @@ func TestOffsetResetToTimestampRedeliversExactlyTheRecordsAfterIt(t *testing.T) 
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			or := newReset(ns, sq.Name, c.set)
-			if err := r.k8s.Create(ctxFor(t), or); err != nil {
-				t.Fatal(err)
-			}
+			or := r.createReset(t, newReset(ns, sq.Name, c.set))
 			or = r.waitReset(t, or, 60*time.Second, complete)
 			ts := or.Status.ResolvedTimestamp
 			if ts == nil || ts.Time.Before(now.Add(-10*time.Minute)) || !ts.Time.Before(now.Add(-5*time.Minute)) {
@@ -419,10 +418,7 @@ func TestOffsetResetAppliedOnceAcrossRestarts(t *testing.T) {
 	topic, group := sq.Status.TopicName, sq.Status.GroupID
 	r.produceAt(t, topic, "a", 10, 2, time.Time{})
 
-	done := newReset(ns, sq.Name, func(s *kqv1.OffsetResetSpec) { s.ToLatest = yes })
-	if err := r.k8s.Create(ctxFor(t), done); err != nil {
-		t.Fatal(err)
-	}
+	done := r.createReset(t, newReset(ns, sq.Name, func(s *kqv1.OffsetResetSpec) { s.ToLatest = yes }))
 	done = r.waitReset(t, done, 60*time.Second, complete)
 	applied := r.startOffsets(t, group, topic)
 	r.produceAt(t, topic, "b", 10, 2, time.Time{})
@@ -449,13 +445,8 @@ func TestOffsetResetAppliedOnceAcrossRestarts(t *testing.T) {
 	// reset back, its status gets recorded targets, as a stopped manager leaves them. Once the
 	// member leaves, exactly those are applied, although "latest" has moved.
 	leave := r.joinMember(t, group, topic)
-	pending := newReset(ns, sq.Name, func(s *kqv1.OffsetResetSpec) { s.ToLatest = yes })
-	if err := r.k8s.Create(ctxFor(t), pending); err != nil {
-		t.Fatal(err)
-	}
-	pending = r.waitReset(t, pending, 60*time.Second, func(or *kqv1.OffsetReset) string {
-		return resetCondition(or, kqv1.ConditionComplete, metav1.ConditionFalse, kqv1.ReasonMembersPresent)
-	})
+	pending := r.createReset(t, newReset(ns, sq.Name, func(s *kqv1.OffsetResetSpec) { s.ToLatest = yes }))
+	pending = r.waitReset(t, pending, 60*time.Second, conditionWith(kqv1.ConditionComplete, metav1.ConditionFalse, kqv1.ReasonMembersPresent))
 	base := pending.DeepCopy()
 	recorded := map[int32]int64{0: 2, 1: 3}
 	recordTargets(&pending.Status, applied, recorded, time.Now(), time.Time{})
@@ -490,19 +481,8 @@ func TestOffsetResetWaitsForShareGroups(t *testing.T) {
 	if err := r.k8s.Create(ctxFor(t), sq); err != nil {
 		t.Fatal(err)
 	}
-	or := newReset(ns, sq.Name, func(s *kqv1.OffsetResetSpec) { s.ToLatest = yes })
-	if err := r.k8s.Create(ctxFor(t), or); err != nil {
-		t.Fatal(err)
-	}
-	or = r.waitReset(t, or, 60*time.Second, func(or *kqv1.OffsetReset) string {
-		if m := resetCondition(or, kqv1.ConditionComplete, metav1.ConditionFalse, kqv1.ReasonShareGroupsDisabled); m != "" {
-			return m
-		}
-		if c := findCondition(or.Status.Conditions, kqv1.ConditionComplete); !strings.Contains(c.Message, "share.version=0") || !strings.Contains(c.Message, "share.version >= 1") {
-			return "message does not name the level and the need: " + c.Message
-		}
-		return ""
-	})
+	or := r.createReset(t, newReset(ns, sq.Name, func(s *kqv1.OffsetResetSpec) { s.ToLatest = yes }))
+	or = r.waitReset(t, or, 60*time.Second, conditionWith(kqv1.ConditionComplete, metav1.ConditionFalse, kqv1.ReasonShareGroupsDisabled, "share.version=0", "share.version >= 1"))
 	if or.Status.Phase != kqv1.OffsetResetWaiting || len(or.Status.Partitions) != 0 {
 		t.Errorf("status %+v: want phase Waiting, nothing resolved", or.Status)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -126,7 +127,7 @@ func (c *Client) AlterShareStartOffsets(ctx context.Context, group, topic string
 		return wrap("AlterShareGroupOffsets", "group "+group, err)
 	}
 	var errs []error
-	for _, p := range sortedPartitions(offsets) {
+	for _, p := range slices.Sorted(maps.Keys(offsets)) {
 		if err, ok := resp.Lookup(topic, p); ok && err != nil {
 			errs = append(errs, wrap("AlterShareGroupOffsets", fmt.Sprintf("group %s %s/%d", group, topic, p), err))
 		}
@@ -140,14 +141,4 @@ func (c *Client) AlterShareStartOffsets(ctx context.Context, group, topic string
 		}
 	}
 	return nil
-}
-
-// sortedPartitions returns m's partitions in order.
-func sortedPartitions(m map[int32]int64) []int32 {
-	ps := make([]int32, 0, len(m))
-	for p := range m {
-		ps = append(ps, p)
-	}
-	slices.Sort(ps)
-	return ps
 }
