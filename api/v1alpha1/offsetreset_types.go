@@ -138,9 +138,10 @@ type OffsetResetStatus struct {
 	// target is the requested target as kafka-share-groups.sh spells it (--to-latest, ...).
 	// +optional
 	Target string `json:"target,omitempty"`
-	// topic and groupId are the queue's Kafka topic and share group the reset acts on.
+	// topic is the queue's Kafka topic the reset acts on, fixed when first read.
 	// +optional
 	Topic string `json:"topic,omitempty"`
+	// groupId is the queue's share group the reset acts on, fixed when first read.
 	// +optional
 	GroupID string `json:"groupId,omitempty"`
 	// members is the member count of the group when last checked.

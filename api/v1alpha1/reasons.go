@@ -158,7 +158,4 @@ const (
 	ReasonOffsetsApplying = "Applying"
 	// ReasonOffsetsReset: an OffsetReset's recorded targets were applied and read back.
 	ReasonOffsetsReset = "OffsetsReset"
-	// ReasonOffsetsNotApplied: the brokers answered AlterShareGroupOffsets, but reading back
-	// showed a partition's start offset other than its recorded target.
-	ReasonOffsetsNotApplied = "OffsetsNotApplied"
 )
