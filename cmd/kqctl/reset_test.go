@@ -180,6 +180,12 @@ func TestPurgeOfMissingQueue(t *testing.T) {
 func TestResetOffsetsWithAMember(t *testing.T) {
 	skipShort(t)
 	sq := readyQueue(t, "default", "kq-busy", "local", 1)
+	t.Cleanup(func() {
+		for _, or := range resetsOf(t, "default", "kq-busy") {
+			_ = k8s.Delete(context.Background(), &or)
+		}
+		_ = k8s.Delete(context.Background(), sq)
+	})
 	var local kqv1.KafkaCluster
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: "local"}, &local); err != nil {
 		t.Fatal(err)
