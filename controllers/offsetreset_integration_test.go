@@ -43,6 +43,14 @@ func (r *testRig) resetQueue(t *testing.T, ns, name string, partitions int32) *k
 	return r.waitQueue(t, sq, kqv1.ConditionReady, metav1.ConditionTrue)
 }
 
+// resetQueueIn is resetQueue in a new namespace with its own KafkaCluster local.
+func (r *testRig) resetQueueIn(t *testing.T, name string, partitions int32) (string, *kqv1.ShareQueue) {
+	t.Helper()
+	ns := r.newNamespace(t)
+	r.newCluster(t, ns)
+	return ns, r.resetQueue(t, ns, name, partitions)
+}
+
 // produceAt writes n records valued prefix-0 … prefix-(n-1) round-robin over partitions,
 // each with record timestamp ts (zero: now), and waits for every ack.
 func (r *testRig) produceAt(t *testing.T, topic, prefix string, n int, partitions int32, ts time.Time) []string {
@@ -260,9 +268,7 @@ func (r *testRig) hasEvent(t *testing.T, obj client.Object, typ, reason, note st
 // purge it would get them), records produced after the purge are, each once.
 func TestOffsetResetPurgeWithoutMembers(t *testing.T) {
 	r := startRig(t)
-	ns := r.newNamespace(t)
-	r.newCluster(t, ns)
-	sq := r.resetQueue(t, ns, "purge", 3)
+	ns, sq := r.resetQueueIn(t, "purge", 3)
 	topic, group := sq.Status.TopicName, sq.Status.GroupID
 	old := r.produceAt(t, topic, "old", 30, 3, time.Time{})
 	end := r.endOffsets(t, topic)
@@ -299,9 +305,7 @@ func TestOffsetResetPurgeWithoutMembers(t *testing.T) {
 // the records produced meanwhile are purged too. Under Fail it ends Failed, nothing applied.
 func TestOffsetResetWithMembersPresent(t *testing.T) {
 	r := startRig(t)
-	ns := r.newNamespace(t)
-	r.newCluster(t, ns)
-	sq := r.resetQueue(t, ns, "busy", 2)
+	ns, sq := r.resetQueueIn(t, "busy", 2)
 	topic, group := sq.Status.TopicName, sq.Status.GroupID
 	leave := r.joinMember(t, group, topic)
 	before := r.startOffsets(t, group, topic)
@@ -352,9 +356,7 @@ func TestOffsetResetWithMembersPresent(t *testing.T) {
 // ago delivers the second batch again, each record once, and none of the first.
 func TestOffsetResetToTimestampRedeliversExactlyTheRecordsAfterIt(t *testing.T) {
 	r := startRig(t)
-	ns := r.newNamespace(t)
-	r.newCluster(t, ns)
-	sq := r.resetQueue(t, ns, "replay", 3)
+	ns, sq := r.resetQueueIn(t, "replay", 3)
 	topic, group := sq.Status.TopicName, sq.Status.GroupID
 	now := time.Now()
 	first := r.produceAt(t, topic, "first", 15, 3, now.Add(-10*time.Minute))
@@ -412,9 +414,7 @@ func TestOffsetResetToTimestampRedeliversExactlyTheRecordsAfterIt(t *testing.T) 
 // recorded, never resolved again.
 func TestOffsetResetAppliedOnceAcrossRestarts(t *testing.T) {
 	r := startRig(t)
-	ns := r.newNamespace(t)
-	r.newCluster(t, ns)
-	sq := r.resetQueue(t, ns, "once", 2)
+	ns, sq := r.resetQueueIn(t, "once", 2)
 	topic, group := sq.Status.TopicName, sq.Status.GroupID
 	r.produceAt(t, topic, "a", 10, 2, time.Time{})
 
