@@ -153,6 +153,12 @@ func TestBadInputCorpus(t *testing.T) {
 						return err.Error()
 					}
 					conds = o.Status.Conditions
+				case "OffsetReset":
+					var o kqv1.OffsetReset
+					if err := r.k8s.Get(ctx, key, &o); err != nil {
+						return err.Error()
+					}
+					conds = o.Status.Conditions
 				}
 				cond := findCondition(conds, c.condType)
 				if cond == nil || cond.Status != c.status || cond.Reason != c.reason {

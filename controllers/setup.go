@@ -136,6 +136,11 @@ func SetupAll(mgr ctrl.Manager, pool *kafka.Pool, opts Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if err := (&OffsetResetReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder, KafkaTimeout: opts.KafkaTimeout,
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	if err := mgr.Add(watch); err != nil {
 		return err
 	}

@@ -148,4 +148,14 @@ const (
 	// EventTopicDeletedByPolicy (Normal): the operator deleted a queue's topic because the
 	// ShareQueue was deleted with deletionPolicy Delete.
 	EventTopicDeletedByPolicy = "TopicDeletedByPolicy"
+
+	// ReasonMembersPresent: an OffsetReset found members in the share group; Kafka alters
+	// share-group offsets only for an empty group (AlterShareGroupOffsets, KIP-932). The
+	// message names the member count.
+	ReasonMembersPresent = "MembersPresent"
+	// ReasonOffsetsApplying: an OffsetReset's targets are resolved and recorded in status and
+	// are being applied.
+	ReasonOffsetsApplying = "Applying"
+	// ReasonOffsetsReset: an OffsetReset's recorded targets were applied and read back.
+	ReasonOffsetsReset = "OffsetsReset"
 )

@@ -1,0 +1,145 @@
+package controllers
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+)
+
+// resetStep is what an OffsetReset's reconcile does next (planReset).
+type resetStep int
+
+const (
+	// resetDone: the reset finished (Complete or Failed); nothing is read or written again.
+	resetDone resetStep = iota
+	// resetWaitMembers: the group has members and whenMembersPresent is Wait: re-check later.
+	resetWaitMembers
+	// resetFailMembers: the group has members and whenMembersPresent is Fail: end as Failed.
+	resetFailMembers
+	// resetResolve: resolve the target to absolute offsets and record them in status before
+	// anything is applied.
+	resetResolve
+	// resetApply: apply the offsets already recorded in status (never resolved again, so a
+	// restarted manager applies exactly what was recorded).
+	resetApply
+)
+
+// planReset decides an OffsetReset's next step from its status and the member count just
+// observed (members < 0: not observed yet, only a finished reset can be decided). Pure.
+func planReset(st *kqv1.OffsetResetStatus, policy kqv1.MembersPolicy, members int32) resetStep {
+	switch {
+	case st.Finished():
+		return resetDone
+	case members > 0 && policy == kqv1.MembersPolicyFail:
+		return resetFailMembers
+	case members > 0:
+		return resetWaitMembers
+	case len(st.Partitions) == 0:
+		return resetResolve
+	default:
+		return resetApply
+	}
+}
+
+// resetQuery is the ListOffsets query of spec, resolved at now (byDuration counts back from
+// it), and the timestamp it stands for (zero for earliest and latest). Pure.
+func resetQuery(spec kqv1.OffsetResetSpec, now time.Time) (kafka.OffsetQuery, time.Time) {
+	switch {
+	case spec.ToEarliest != nil:
+		return kafka.OffsetQuery{Earliest: true}, time.Time{}
+	case spec.ToLatest != nil:
+		return kafka.OffsetQuery{Latest: true}, time.Time{}
+	case spec.ToDatetime != nil:
+		return kafka.OffsetQuery{At: spec.ToDatetime.Time}, spec.ToDatetime.Time
+	default:
+		at := now.Add(-spec.ByDuration.Duration)
+		return kafka.OffsetQuery{At: at}, at
+	}
+}
+
+// recordTargets writes the resolved targets into status, with each partition's start offset
+// before (absent where the group held no state), so they are persisted before the apply.
+// Pure.
+func recordTargets(st *kqv1.OffsetResetStatus, before, targets map[int32]int64, resolvedAt, resolvedTS time.Time) {
+	st.Partitions = nil
+	for _, p := range slices.Sorted(maps.Keys(targets)) {
+		pr := kqv1.PartitionOffsetReset{Partition: p, Target: targets[p]}
+		if b, ok := before[p]; ok {
+			pr.Before = &b
+		}
+		st.Partitions = append(st.Partitions, pr)
+	}
+	t := metav1.NewTime(resolvedAt)
+	st.ResolvedAt = &t
+	if !resolvedTS.IsZero() {
+		ts := metav1.NewTime(resolvedTS)
+		st.ResolvedTimestamp = &ts
+	}
+}
+
+// recordedTargets are the offsets recorded in status, by partition. Pure.
+func recordedTargets(st *kqv1.OffsetResetStatus) map[int32]int64 {
+	out := make(map[int32]int64, len(st.Partitions))
+	for _, p := range st.Partitions {
+		out[p.Partition] = p.Target
+	}
+	return out
+}
+
+// recordAfter writes the start offsets read back after the apply into status and returns how
+// many partitions are at their target and a summary of those that are not ("p2 at 7, target
+// 5"). A partition the group reports no state for has no after. Pure.
+func recordAfter(st *kqv1.OffsetResetStatus, after map[int32]int64) (atTarget int, off []string) {
+	for i := range st.Partitions {
+		pr := &st.Partitions[i]
+		a, ok := after[pr.Partition]
+		if !ok {
+			pr.After = nil
+			off = append(off, fmt.Sprintf("partition %d has no state in the group, target %d", pr.Partition, pr.Target))
+			continue
+		}
+		pr.After = &a
+		if a == pr.Target {
+			atTarget++
+		} else {
+			off = append(off, fmt.Sprintf("partition %d at %d, target %d", pr.Partition, a, pr.Target))
+		}
+	}
+	return atTarget, off
+}
+
+// membersRecheck is how long a reset waiting for an empty group waits before looking again:
+// a quarter of the time it has waited so far, between 2s and 1m. Pure.
+func membersRecheck(waited time.Duration) time.Duration {
+	return min(max(waited/4, 2*time.Second), time.Minute)
+}
+
+// membersMessage names the member count and what the reset does about it. Pure.
+func membersMessage(group string, members int32, policy kqv1.MembersPolicy) string {
+	what := "waiting for it to be empty (whenMembersPresent Wait); nothing was applied: stop the consumers, or delete this OffsetReset"
+	if policy == kqv1.MembersPolicyFail {
+		what = "not applied (whenMembersPresent Fail): stop the consumers and create another OffsetReset"
+	}
+	return fmt.Sprintf("share group %s has %d member(s); Kafka alters share-group offsets only while the group is empty (AlterShareGroupOffsets, KIP-932): %s", group, members, what)
+}
+
+// describeTargets summarises recorded targets for events and messages: "p0 3→10, p1 -→10".
+// Pure.
+func describeTargets(st *kqv1.OffsetResetStatus) string {
+	parts := make([]string, 0, len(st.Partitions))
+	for _, p := range st.Partitions {
+		b := "-"
+		if p.Before != nil {
+			b = fmt.Sprint(*p.Before)
+		}
+		parts = append(parts, fmt.Sprintf("p%d %s→%d", p.Partition, b, p.Target))
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,109 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+)
+
+func TestPlanResetSteps(t *testing.T) {
+	recorded := kqv1.OffsetResetStatus{Partitions: []kqv1.PartitionOffsetReset{{Partition: 0, Target: 7}}}
+	finished := func(typ string) kqv1.OffsetResetStatus {
+		return kqv1.OffsetResetStatus{Partitions: recorded.Partitions,
+			Conditions: []metav1.Condition{{Type: typ, Status: metav1.ConditionTrue, Reason: "X"}}}
+	}
+	cases := []struct {
+		name    string
+		st      kqv1.OffsetResetStatus
+		policy  kqv1.MembersPolicy
+		members int32
+		want    resetStep
+	}{
+		{"new, empty group: resolve", kqv1.OffsetResetStatus{}, kqv1.MembersPolicyWait, 0, resetResolve},
+		{"recorded targets, empty group: apply them, never resolve again", recorded, kqv1.MembersPolicyWait, 0, resetApply},
+		{"members, Wait", kqv1.OffsetResetStatus{}, kqv1.MembersPolicyWait, 3, resetWaitMembers},
+		{"members, Fail", kqv1.OffsetResetStatus{}, kqv1.MembersPolicyFail, 1, resetFailMembers},
+		{"recorded targets and members, Wait: wait", recorded, kqv1.MembersPolicyWait, 2, resetWaitMembers},
+		{"complete: never again, even with an empty group", finished(kqv1.ConditionComplete), kqv1.MembersPolicyWait, 0, resetDone},
+		{"failed: never again", finished(kqv1.ConditionFailed), kqv1.MembersPolicyFail, 0, resetDone},
+		{"complete with members: still done", finished(kqv1.ConditionComplete), kqv1.MembersPolicyFail, 4, resetDone},
+	}
+	for _, c := range cases {
+		if got := planReset(&c.st, c.policy, c.members); got != c.want {
+			t.Errorf("%s: step %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+func TestResetQuery(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	at := metav1.NewTime(now.Add(-time.Hour))
+	yes := true
+	cases := []struct {
+		spec   kqv1.OffsetResetSpec
+		want   kafka.OffsetQuery
+		wantTS time.Time
+		target string
+	}{
+		{kqv1.OffsetResetSpec{ToEarliest: &yes}, kafka.OffsetQuery{Earliest: true}, time.Time{}, "--to-earliest"},
+		{kqv1.OffsetResetSpec{ToLatest: &yes}, kafka.OffsetQuery{Latest: true}, time.Time{}, "--to-latest"},
+		{kqv1.OffsetResetSpec{ToDatetime: &at}, kafka.OffsetQuery{At: at.Time}, at.Time, "--to-datetime 2026-12-01T11:00:00Z"},
+		{kqv1.OffsetResetSpec{ByDuration: &metav1.Duration{Duration: 90 * time.Minute}}, kafka.OffsetQuery{At: now.Add(-90 * time.Minute)}, now.Add(-90 * time.Minute), "--by-duration 1h30m0s"},
+	}
+	for _, c := range cases {
+		q, ts := resetQuery(c.spec, now)
+		if q != c.want || !ts.Equal(c.wantTS) {
+			t.Errorf("%s: query %+v at %v, want %+v at %v", c.target, q, ts, c.want, c.wantTS)
+		}
+		if got := c.spec.TargetString(); got != c.target {
+			t.Errorf("target string %q, want %q", got, c.target)
+		}
+	}
+}
+
+func TestRecordTargetsAndAfter(t *testing.T) {
+	var st kqv1.OffsetResetStatus
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	recordTargets(&st, map[int32]int64{1: 4}, map[int32]int64{2: 9, 0: 5, 1: 6}, now, time.Time{})
+	if len(st.Partitions) != 3 || st.Partitions[0].Partition != 0 || st.Partitions[2].Partition != 2 {
+		t.Fatalf("partitions %+v, want 0, 1, 2 in order", st.Partitions)
+	}
+	if st.Partitions[0].Before != nil || st.Partitions[1].Before == nil || *st.Partitions[1].Before != 4 {
+		t.Errorf("before %+v: want absent where the group held no state, 4 on partition 1", st.Partitions)
+	}
+	if st.ResolvedAt == nil || !st.ResolvedAt.Time.Equal(now) || st.ResolvedTimestamp != nil {
+		t.Errorf("resolvedAt %v resolvedTimestamp %v", st.ResolvedAt, st.ResolvedTimestamp)
+	}
+	if got := recordedTargets(&st); len(got) != 3 || got[0] != 5 || got[1] != 6 || got[2] != 9 {
+		t.Errorf("recorded targets %v", got)
+	}
+	if got := describeTargets(&st); got != "p0 -→5, p1 4→6, p2 -→9" {
+		t.Errorf("describeTargets %q", got)
+	}
+	n, off := recordAfter(&st, map[int32]int64{0: 5, 1: 8})
+	if n != 1 || len(off) != 2 || !strings.Contains(off[0], "partition 1 at 8, target 6") || !strings.Contains(off[1], "partition 2 has no state") {
+		t.Errorf("recordAfter: %d at target, off %v", n, off)
+	}
+	if st.Partitions[0].After == nil || *st.Partitions[0].After != 5 || st.Partitions[2].After != nil {
+		t.Errorf("after %+v", st.Partitions)
+	}
+}
+
+func TestMembersRecheckBacksOff(t *testing.T) {
+	for _, c := range []struct{ waited, want time.Duration }{
+		{0, 2 * time.Second}, {4 * time.Second, 2 * time.Second}, {20 * time.Second, 5 * time.Second},
+		{2 * time.Minute, 30 * time.Second}, {time.Hour, time.Minute},
+	} {
+		if got := membersRecheck(c.waited); got != c.want {
+			t.Errorf("after waiting %v: recheck in %v, want %v", c.waited, got, c.want)
+		}
+	}
+	if m := membersMessage("g", 3, kqv1.MembersPolicyWait); !strings.Contains(m, "share group g has 3 member(s)") || !strings.Contains(m, "Wait") {
+		t.Errorf("message %q", m)
+	}
+}
