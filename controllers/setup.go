@@ -96,6 +96,9 @@ type Options struct {
 	ClaimsTopic string
 	// ManagerName identifies this manager in the claims it writes (informational).
 	ManagerName string
+	// RedriveProgressInterval is the least time between two progress writes of one
+	// DeadLetterRedrive's status (--redrive-progress-interval); 0 means 5s.
+	RedriveProgressInterval time.Duration
 }
 
 // SetupAll registers every reconciler with the manager, sharing one Kafka client pool (one
@@ -133,6 +136,12 @@ func SetupAll(mgr ctrl.Manager, pool *kafka.Pool, opts Options) error {
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder,
 		ResyncInterval: opts.ResyncInterval, KafkaTimeout: opts.KafkaTimeout, FinalizerTimeout: opts.FinalizerTimeout,
 		topicGone: watch.routes,
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&DeadLetterRedriveReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder,
+		KafkaTimeout: opts.KafkaTimeout, ProgressInterval: opts.RedriveProgressInterval,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
