@@ -80,8 +80,8 @@ func (r *DeadLetterRedriveReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	} else if !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
+	var others kqv1.DeadLetterRedriveList
 	if !dr.Status.Phase.Terminal() && dr.Status.Phase != kqv1.RedriveRunning {
-		var others kqv1.DeadLetterRedriveList
 		if err := r.List(ctx, &others, client.InNamespace(dr.Namespace)); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -133,6 +133,7 @@ func (r *DeadLetterRedriveReconciler) Reconcile(ctx context.Context, req ctrl.Re
 			}
 			return ctrl.Result{}, fmt.Errorf("listing offsets of %s: %w", obs.SourceTopic, err)
 		}
+		bounds = redriveStartOffsets(&dr, obs.SourceTopic, bounds, others.Items)
 		orig := dr.DeepCopy()
 		dr.Status.Bound = nil
 		for _, b := range bounds {
@@ -163,6 +164,9 @@ func (r *DeadLetterRedriveReconciler) Reconcile(ctx context.Context, req ctrl.Re
 // stops, retrying failed transactions from the committed position.
 func (r *DeadLetterRedriveReconciler) run(ctx context.Context, stop *atomic.Bool, dr *kqv1.DeadLetterRedrive, cl *kafka.Client) {
 	logger := log.FromContext(ctx).WithValues("deadletterredrive", client.ObjectKeyFromObject(dr))
+	if dr.Spec.Cancel {
+		stop.Store(true)
+	}
 	var bound []kafka.RedriveBound
 	for _, b := range dr.Status.Bound {
 		bound = append(bound, kafka.RedriveBound{Partition: b.Partition, Start: b.StartOffset, End: b.EndOffset})
@@ -291,6 +295,11 @@ func (r *DeadLetterRedriveReconciler) finish(ctx context.Context, dr *kqv1.DeadL
 	orig := cur.DeepCopy()
 	if p != nil {
 		cur.Status.Moved, cur.Status.Filtered, cur.Status.Refused = p.Moved, p.Filtered, p.Refused
+		for i := range cur.Status.Bound {
+			if next, ok := p.Positions[cur.Status.Bound[i].Partition]; ok {
+				cur.Status.Bound[i].NextOffset = &next
+			}
+		}
 		if phase == kqv1.RedriveComplete {
 			cur.Status.Total = p.Read
 		}

@@ -207,6 +207,30 @@ func TestRedriveFilterAndLoopRefused(t *testing.T) {
 	if seen["late"] != 0 {
 		t.Error("a record dead-lettered after the redrive started (beyond its bound) was moved")
 	}
+	// A second redrive of the route starts where the first stopped (startFrom
+	// AfterPreviousRedrive): only the late record is read and moved; nothing moves twice.
+	next := &kqv1.DeadLetterRedrive{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "next"}, Spec: kqv1.DeadLetterRedriveSpec{
+		RouteRef: kqv1.RouteReference{Name: "work-dead"}}}
+	if err := r.k8s.Create(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	got2 := r.waitRedrive(t, client.ObjectKeyFromObject(next), kqv1.RedriveComplete, 90*time.Second)
+	if s := got2.Status; s.Total != 1 || s.Moved != 1 {
+		t.Errorf("second redrive total/moved %d/%d, want 1/1 (only the record that arrived after the first began); bound %+v", s.Total, s.Moved, s.Bound)
+	}
+	seen = map[string]int{}
+	for _, m := range readCommitted(t, bs, queueTopic, 3*time.Second) {
+		seen[string(m.Value)]++
+	}
+	if len(seen) != 11 || seen["late"] != 1 {
+		t.Errorf("after the second redrive the queue holds %v, want move-0..9 and late, once each", seen)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("record %s is in the queue's topic %d times", id, n)
+		}
+	}
+
 	// The group that held the redrive's position is deleted once it is Complete.
 	kcl, err := kgo.NewClient(kgo.SeedBrokers(bs...))
 	if err != nil {

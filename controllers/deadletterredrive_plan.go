@@ -62,8 +62,13 @@ func planRedrive(dr *kqv1.DeadLetterRedrive, obs redriveObservation) redrivePlan
 		return redrivePlan{Action: redriveNothing}
 	}
 	if dr.Spec.Cancel {
-		if obs.Running {
+		switch {
+		case obs.Running:
 			return redrivePlan{Action: redriveStop}
+		case dr.Status.Phase == kqv1.RedriveRunning && len(dr.Status.Bound) > 0:
+			// Started by a manager that is gone: resume stopped, which reads the committed
+			// position and counts, then ends Cancelled with them.
+			return redrivePlan{Action: redriveResume}
 		}
 		return redrivePlan{Action: redriveCancelNow}
 	}
@@ -224,3 +229,37 @@ func redriveBoundTotal(b []kqv1.PartitionBound) int64 {
 // (its UID), so a restarted manager fences the dead one's producer and resumes from its
 // committed position, and a new object of the same name starts afresh.
 func redriveID(dr *kqv1.DeadLetterRedrive) string { return "kqo.redrive." + string(dr.UID) }
+
+// redriveStartOffsets raises each partition's Start in bounds (the log start offsets and end
+// offsets now) to where the last finished redrive of the same route and dead-letter topic
+// stopped reading (its status.bound nextOffset, or endOffset when a Complete one has none),
+// unless spec.startFrom is Earliest. Never beyond End. Pure.
+func redriveStartOffsets(dr *kqv1.DeadLetterRedrive, sourceTopic string, bounds []kafka.RedriveBound, others []kqv1.DeadLetterRedrive) []kafka.RedriveBound {
+	out := append([]kafka.RedriveBound(nil), bounds...)
+	if dr.Spec.StartFrom == kqv1.RedriveStartEarliest {
+		return out
+	}
+	reached := map[int32]int64{}
+	for i := range others {
+		o := &others[i]
+		if o.UID == dr.UID || o.Spec.RouteRef.Name != dr.Spec.RouteRef.Name || o.Status.SourceTopic != sourceTopic ||
+			(o.Status.Phase != kqv1.RedriveComplete && o.Status.Phase != kqv1.RedriveCancelled) {
+			continue
+		}
+		for _, b := range o.Status.Bound {
+			next := b.EndOffset
+			if b.NextOffset != nil {
+				next = *b.NextOffset
+			} else if o.Status.Phase != kqv1.RedriveComplete {
+				continue
+			}
+			reached[b.Partition] = max(reached[b.Partition], next)
+		}
+	}
+	for i := range out {
+		if r, ok := reached[out[i].Partition]; ok && r > out[i].Start {
+			out[i].Start = min(r, out[i].End)
+		}
+	}
+	return out
+}

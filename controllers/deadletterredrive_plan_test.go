@@ -94,7 +94,8 @@ func TestPlanRedrive(t *testing.T) {
 		{"bound recorded, nothing runs here: resume", kqv1.DeadLetterRedriveSpec{}, running, ready, redriveResume, "", ""},
 		{"running here: nothing", kqv1.DeadLetterRedriveSpec{}, running, func() redriveObservation { o := ready; o.Running = true; return o }(), redriveNothing, "", ""},
 		{"cancel while running here: stop", kqv1.DeadLetterRedriveSpec{Cancel: true}, running, func() redriveObservation { o := ready; o.Running = true; return o }(), redriveStop, "", ""},
-		{"cancel with nothing running: cancelled now", kqv1.DeadLetterRedriveSpec{Cancel: true}, running, ready, redriveCancelNow, "", ""},
+		{"cancel of a started redrive nothing here runs: resume, stopped, to record where it stood", kqv1.DeadLetterRedriveSpec{Cancel: true}, running, ready, redriveResume, "", ""},
+		{"cancel before it started: cancelled now", kqv1.DeadLetterRedriveSpec{Cancel: true}, kqv1.DeadLetterRedriveStatus{Phase: kqv1.RedrivePending}, ready, redriveCancelNow, "", ""},
 		{"complete: nothing", kqv1.DeadLetterRedriveSpec{}, kqv1.DeadLetterRedriveStatus{Phase: kqv1.RedriveComplete}, ready, redriveNothing, "", ""},
 		{"cancelled, cancel still set: nothing", kqv1.DeadLetterRedriveSpec{Cancel: true}, kqv1.DeadLetterRedriveStatus{Phase: kqv1.RedriveCancelled}, ready, redriveNothing, "", ""},
 	} {
@@ -137,5 +138,42 @@ func TestRedriveBlocker(t *testing.T) {
 				t.Errorf("blocker %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestRedriveStartOffsets(t *testing.T) {
+	off := func(v int64) *int64 { return &v }
+	mk := func(name, route, topic string, phase kqv1.DeadLetterRedrivePhase, b ...kqv1.PartitionBound) kqv1.DeadLetterRedrive {
+		d := kqv1.DeadLetterRedrive{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name)}}
+		d.Spec.RouteRef.Name = route
+		d.Status.Phase, d.Status.SourceTopic, d.Status.Bound = phase, topic, b
+		return d
+	}
+	me := mk("me", "r", "", "")
+	now := []kafka.RedriveBound{{Partition: 0, Start: 5, End: 100}, {Partition: 1, Start: 0, End: 50}}
+	others := []kqv1.DeadLetterRedrive{
+		mk("done", "r", "dlq", kqv1.RedriveComplete, kqv1.PartitionBound{Partition: 0, StartOffset: 0, EndOffset: 40, NextOffset: off(40)}, kqv1.PartitionBound{Partition: 1, EndOffset: 10}),
+		mk("cancelled", "r", "dlq", kqv1.RedriveCancelled, kqv1.PartitionBound{Partition: 0, StartOffset: 40, EndOffset: 90, NextOffset: off(60)}),
+		mk("cancelled-unknown", "r", "dlq", kqv1.RedriveCancelled, kqv1.PartitionBound{Partition: 1, EndOffset: 45}),
+		mk("failed", "r", "dlq", kqv1.RedriveFailed, kqv1.PartitionBound{Partition: 0, EndOffset: 99, NextOffset: off(99)}),
+		mk("running", "r", "dlq", kqv1.RedriveRunning, kqv1.PartitionBound{Partition: 1, EndOffset: 49, NextOffset: off(49)}),
+		mk("other-route", "s", "dlq", kqv1.RedriveComplete, kqv1.PartitionBound{Partition: 1, EndOffset: 48, NextOffset: off(48)}),
+		mk("other-topic", "r", "dlq-old", kqv1.RedriveComplete, kqv1.PartitionBound{Partition: 1, EndOffset: 47, NextOffset: off(47)}),
+	}
+	got := redriveStartOffsets(&me, "dlq", now, others)
+	if got[0].Start != 60 || got[1].Start != 10 || got[0].End != 100 || got[1].End != 50 {
+		t.Errorf("starts %+v, want partition 0 from 60 (the cancelled one stopped there), partition 1 from 10 (the complete one's end)", got)
+	}
+	if now[0].Start != 5 {
+		t.Error("input changed")
+	}
+	earliest := me
+	earliest.Spec.StartFrom = kqv1.RedriveStartEarliest
+	if got := redriveStartOffsets(&earliest, "dlq", now, others); got[0].Start != 5 || got[1].Start != 0 {
+		t.Errorf("startFrom Earliest: %+v, want the log start offsets", got)
+	}
+	capped := redriveStartOffsets(&me, "dlq", []kafka.RedriveBound{{Partition: 0, Start: 0, End: 30}}, others)
+	if capped[0].Start != 30 {
+		t.Errorf("start beyond the end offset: %+v, want capped at 30", capped)
 	}
 }

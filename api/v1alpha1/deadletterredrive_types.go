@@ -77,6 +77,21 @@ func (p DeadLetterRedrivePhase) Terminal() bool {
 	return p == RedriveComplete || p == RedriveCancelled || p == RedriveFailed
 }
 
+// RedriveStart says where a redrive starts reading the dead-letter topic.
+// +kubebuilder:validation:Enum=AfterPreviousRedrive;Earliest
+type RedriveStart string
+
+const (
+	// RedriveStartAfterPrevious starts each partition where the last finished (Complete or
+	// Cancelled) redrive of the same route and topic stopped reading, so records an earlier
+	// redrive moved, filtered or refused are not read again (Kafka cannot delete single
+	// records from the dead-letter topic); the log start offset when there is none.
+	RedriveStartAfterPrevious RedriveStart = "AfterPreviousRedrive"
+	// RedriveStartEarliest reads from the log start offset: records an earlier redrive moved
+	// are moved again.
+	RedriveStartEarliest RedriveStart = "Earliest"
+)
+
 // RouteReference names a DeadLetterRoute in the same namespace.
 type RouteReference struct {
 	// name is the DeadLetterRoute's metadata.name.
@@ -111,7 +126,7 @@ type RedriveFilter struct {
 
 // DeadLetterRedriveSpec asks for the dead letters of one route to be moved back to its
 // queue's topic (SQS StartMessageMoveTask). Every field but cancel is immutable.
-// +kubebuilder:validation:XValidation:rule="self.routeRef == oldSelf.routeRef && has(self.rateLimit) == has(oldSelf.rateLimit) && (!has(self.rateLimit) || self.rateLimit == oldSelf.rateLimit) && has(self.maxRedrives) == has(oldSelf.maxRedrives) && (!has(self.maxRedrives) || self.maxRedrives == oldSelf.maxRedrives) && has(self.filter) == has(oldSelf.filter) && (!has(self.filter) || self.filter == oldSelf.filter)",message="only spec.cancel can change after creation"
+// +kubebuilder:validation:XValidation:rule="self.routeRef == oldSelf.routeRef && has(self.rateLimit) == has(oldSelf.rateLimit) && (!has(self.rateLimit) || self.rateLimit == oldSelf.rateLimit) && has(self.maxRedrives) == has(oldSelf.maxRedrives) && (!has(self.maxRedrives) || self.maxRedrives == oldSelf.maxRedrives) && has(self.filter) == has(oldSelf.filter) && (!has(self.filter) || self.filter == oldSelf.filter) && has(self.startFrom) == has(oldSelf.startFrom) && (!has(self.startFrom) || self.startFrom == oldSelf.startFrom)",message="only spec.cancel can change after creation"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",message="spec.cancel cannot be undone"
 type DeadLetterRedriveSpec struct {
 	// routeRef names the DeadLetterRoute (same namespace) whose dead-letter topic is read.
@@ -135,6 +150,11 @@ type DeadLetterRedriveSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000
 	MaxRedrives *int32 `json:"maxRedrives,omitempty"`
+	// startFrom is AfterPreviousRedrive (default: start where the last finished redrive of
+	// the route stopped) or Earliest (the log start offset).
+	// +optional
+	// +kubebuilder:default=AfterPreviousRedrive
+	StartFrom RedriveStart `json:"startFrom,omitempty"`
 	// cancel, set to true, stops the redrive at the next transaction boundary: records moved
 	// so far stay moved, the rest stay in the dead-letter topic. It cannot be set back.
 	// +optional
@@ -146,12 +166,18 @@ type DeadLetterRedriveSpec struct {
 type PartitionBound struct {
 	// partition is the dead-letter topic's partition.
 	Partition int32 `json:"partition"`
-	// startOffset is the partition's log start offset when the redrive started.
+	// startOffset is where the redrive started reading: the partition's log start offset
+	// when it started, or where the previous redrive of the route stopped (spec.startFrom).
 	StartOffset int64 `json:"startOffset"`
 	// endOffset is the partition's end offset (high watermark) when the redrive started;
 	// records at or beyond it (including records redriven by this redrive that died again)
 	// are never moved by it.
 	EndOffset int64 `json:"endOffset"`
+	// nextOffset is the read position the redrive reached (committed with its last
+	// transaction), written when it ends; the next redrive of the route starts here
+	// (startFrom AfterPreviousRedrive).
+	// +optional
+	NextOffset *int64 `json:"nextOffset,omitempty"`
 }
 
 // DeadLetterRedriveStatus is the progress of a redrive.

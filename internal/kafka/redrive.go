@@ -74,6 +74,9 @@ type RedriveProgress struct {
 	Read int64
 	// Done is true once every partition's read position reached its bound's End.
 	Done bool
+	// Positions is, per partition of the bound, the committed read position (the next
+	// offset to read) when Redrive returned.
+	Positions map[int32]int64
 }
 
 func (p *RedriveProgress) add(d RedriveDecision) {
@@ -127,8 +130,17 @@ type RedriveOptions struct {
 // hold) and, with ACLs, WRITE and DESCRIBE on TransactionalId ID, READ on group ID, READ on
 // Source and WRITE on Target. Errors: a failed transaction, fencing by another process with
 // the same ID (kerr.ProducerFenced, kerr.InvalidProducerEpoch), ctx's error.
-func (c *Client) Redrive(ctx context.Context, o RedriveOptions) (RedriveProgress, error) {
-	var prog RedriveProgress
+func (c *Client) Redrive(ctx context.Context, o RedriveOptions) (prog RedriveProgress, err error) {
+	pos := map[int32]int64{}
+	for _, b := range o.Bound {
+		pos[b.Partition] = b.Start // raised below to the committed position
+	}
+	defer func() {
+		prog.Positions = make(map[int32]int64, len(pos))
+		for p, o := range pos {
+			prog.Positions[p] = o
+		}
+	}()
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 500
 	}
@@ -185,11 +197,12 @@ func (c *Client) Redrive(ctx context.Context, o RedriveOptions) (RedriveProgress
 	if err != nil {
 		return prog, fmt.Errorf("kafka: reading redrive position of group %s: %w", o.ID, err)
 	}
-	pos := map[int32]int64{}
 	for p, b := range bounds {
 		pos[p] = b.Start
+		// The committed offset may lie beyond End (records past the bound polled with the
+		// last batch are committed, not moved): the position within the bound is capped.
 		if r, ok := committed.Lookup(o.Source, p); ok && r.At > b.Start {
-			pos[p] = r.At
+			pos[p] = min(r.At, b.End)
 		}
 	}
 	if err := c.tallyPrefix(ctx, o, bounds, pos, &prog); err != nil {
