@@ -24,17 +24,7 @@ type RedriveBound struct {
 // partition's (kerr.UnknownTopicOrPartition when the topic does not exist).
 func (c *Client) RedriveBounds(ctx context.Context, topic string) ([]RedriveBound, error) {
 	start := time.Now()
-	starts, err := c.adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
-	var ends kadm.ListedOffsets
-	if err == nil {
-		ends, err = c.adm.ListEndOffsets(ctx, topic)
-		if err == nil {
-			err = ends.Error()
-		}
-	}
+	starts, ends, err := c.startAndEndOffsets(ctx, topic)
 	c.record("ListOffsets", start, err)
 	if err != nil {
 		return nil, err
@@ -52,6 +42,22 @@ func (c *Client) RedriveBounds(ctx context.Context, topic string) ([]RedriveBoun
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Partition < out[j].Partition })
 	return out, nil
+}
+
+// startAndEndOffsets lists the log start and end offsets of topic's partitions (two
+// ListOffsets requests); the error is the request's or the first partition's.
+func (c *Client) startAndEndOffsets(ctx context.Context, topic string) (starts, ends kadm.ListedOffsets, err error) {
+	starts, err = c.adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err == nil {
+		ends, err = c.adm.ListEndOffsets(ctx, topic)
+	}
+	if err == nil {
+		err = ends.Error()
+	}
+	return starts, ends, err
 }
 
 // RedriveDecision is what a redrive does with one record.
