@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -103,6 +104,9 @@ func (r *DeadLetterRedriveReconciler) Reconcile(ctx context.Context, req ctrl.Re
 		dr.Status.Phase = kqv1.RedrivePending
 		dr.Status.ObservedGeneration = dr.Generation
 		setCondition(&dr.Status.Conditions, kqv1.ConditionComplete, condInput{metav1.ConditionFalse, plan.Reason, plan.Message}, dr.Generation)
+		if equality.Semantic.DeepEqual(orig.Status, dr.Status) {
+			return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+		}
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, r.Status().Patch(ctx, &dr, client.MergeFrom(orig))
 	}
 

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
 )
 
 // redriveFixture creates a cluster, a ShareQueue (3 partitions) and a Republisher-mode
@@ -311,5 +312,111 @@ func TestRedriveRateLimitAndCancel(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	if again := readCommitted(t, bs, queueTopic, 2*time.Second); len(again) != len(moved) {
 		t.Errorf("records kept arriving after Cancelled: %d, then %d", len(moved), len(again))
+	}
+}
+
+// rejectAll runs a share consumer of group on topic that rejects every record until it has
+// seen want records, and returns their values.
+func rejectAll(t *testing.T, bootstrap []string, group, topic string, want int) []string {
+	t.Helper()
+	cons, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.ShareGroup(group), kgo.ConsumeTopics(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	var seen []string
+	ctx := ctxFor(t)
+	deadline := time.Now().Add(60 * time.Second)
+	for len(seen) < want && time.Now().Before(deadline) {
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		fs := cons.PollFetches(pctx)
+		cancel()
+		fs.EachRecord(func(rec *kgo.Record) {
+			seen = append(seen, string(rec.Value))
+			rec.Ack(kgo.AckReject)
+		})
+		if err := cons.FlushAcks(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(seen) < want {
+		t.Fatalf("share consumer of %s saw %v, want %d records", group, seen, want)
+	}
+	return seen
+}
+
+// The loop guard with the brokers' own dead-letter queue (KIP-1191, copyRecord): a record
+// that is rejected, redriven (kqo.redrive.count=1), and rejected again comes back to the
+// dead-letter topic with the header the brokers copied, so the next redrive with
+// maxRedrives 1 refuses it instead of looping it a second time.
+func TestRedriveLoopRefusedBrokerNative(t *testing.T) {
+	r := startRig(t)
+	ns := r.newNamespace(t)
+	r.newCluster(t, ns)
+	ctx := ctxFor(t)
+	topic := "loop-" + ns
+	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "loop"}, Spec: kqv1.ShareQueueSpec{
+		ClusterRef: kqv1.ClusterReference{Name: "local"}, Topic: kqv1.QueueTopicSpec{Name: topic}, GroupID: topic,
+		Delivery: kqv1.DeliverySpec{AutoOffsetReset: ptr.To("earliest")}}}
+	dlr := &kqv1.DeadLetterRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "loop-dead"}, Spec: kqv1.DeadLetterRouteSpec{
+		QueueRef: kqv1.QueueReference{Name: "loop"}, Mode: kqv1.DeadLetterModeBrokerNative, CopyRecord: true}}
+	for _, o := range []client.Object{sq, dlr} {
+		if err := r.k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.waitQueue(t, sq, kqv1.ConditionReady, metav1.ConditionTrue)
+	route := r.waitRoute(t, dlr, kqv1.ConditionReady, metav1.ConditionTrue)
+	dlqTopic := route.Status.TopicName
+	waitConfig(t, r.admin, kafka.ResourceKey{Type: kafka.GroupResource, Name: topic}, dlqTopicNameConfig, func(e kafka.ConfigEntry) string {
+		if e.Value != dlqTopic {
+			return fmt.Sprintf("%s = %q, want %q", dlqTopicNameConfig, e.Value, dlqTopic)
+		}
+		return ""
+	})
+	bs := r.kafka.BootstrapServers()
+	produceRecords(t, bs, topic, []*kgo.Record{{Key: []byte("k"), Value: []byte("poison"), Headers: []kgo.RecordHeader{{Key: "app", Value: []byte("1")}}}})
+	rejectAll(t, bs, topic, topic, 1)
+	if dead := readAll(t, bs, dlqTopic, 1, 60*time.Second); len(dead) != 1 {
+		t.Fatalf("dead-letter topic holds %d records after the first reject, want 1", len(dead))
+	}
+
+	redrive := func(name string) *kqv1.DeadLetterRedrive {
+		dr := &kqv1.DeadLetterRedrive{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: kqv1.DeadLetterRedriveSpec{
+			RouteRef: kqv1.RouteReference{Name: "loop-dead"}, MaxRedrives: ptr.To[int32](1)}}
+		if err := r.k8s.Create(ctx, dr); err != nil {
+			t.Fatal(err)
+		}
+		return r.waitRedrive(t, client.ObjectKeyFromObject(dr), kqv1.RedriveComplete, 90*time.Second)
+	}
+	first := redrive("first")
+	if first.Status.Moved != 1 || first.Status.Refused != 0 {
+		t.Fatalf("first redrive moved %d refused %d, want 1 and 0", first.Status.Moved, first.Status.Refused)
+	}
+	// Rejected again: the brokers dead-letter the redriven copy.
+	rejectAll(t, bs, topic, topic, 1)
+	var again *kgo.Record
+	eventually(t, 60*time.Second, func() string {
+		dead := readCommitted(t, bs, dlqTopic, 2*time.Second)
+		if len(dead) < 2 {
+			return fmt.Sprintf("dead-letter topic holds %d records, want the second dead-lettering too", len(dead))
+		}
+		again = dead[len(dead)-1]
+		return ""
+	})
+	var hs []string
+	for _, h := range again.Headers {
+		hs = append(hs, h.Key+"="+string(h.Value))
+	}
+	t.Logf("broker-written dead letter of a redriven record: headers %s", strings.Join(hs, ", "))
+	if header(again, "kqo.redrive.count") != "1" || header(again, "app") != "1" {
+		t.Errorf("the brokers' dead letter of the redriven record lacks kqo.redrive.count=1 or the app header: %v", hs)
+	}
+	second := redrive("second")
+	if second.Status.Total != 1 || second.Status.Moved != 0 || second.Status.Refused != 1 {
+		t.Errorf("second redrive total/moved/refused %d/%d/%d, want 1/0/1 (the loop refused)", second.Status.Total, second.Status.Moved, second.Status.Refused)
+	}
+	if c := findCondition(second.Status.Conditions, kqv1.ConditionRecordsRefused); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("RecordsRefused %+v", c)
 	}
 }
