@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -19,10 +20,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
 )
+
+// redriveRecords counts the dead letters this manager process handled in committed redrive
+// transactions, by result: moved, filtered, refused.
+var redriveRecords = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "kafkaqueues_redrive_records_total",
+	Help: "Dead letters read by DeadLetterRedrives in committed transactions of this manager process, by namespace, route and result (moved, filtered, refused).",
+}, []string{"namespace", "route", "result"})
+
+func init() { metrics.Registry.MustRegister(redriveRecords) }
 
 // DeadLetterRedriveReconciler reconciles DeadLetterRedrive objects: it records the bound
 // (the dead-letter topic's offsets when the redrive starts) and runs one mover per active
@@ -180,7 +191,16 @@ func (r *DeadLetterRedriveReconciler) run(ctx context.Context, stop *atomic.Bool
 		rate = int(*dr.Spec.RateLimit)
 	}
 	var last time.Time
+	var counted *kafka.RedriveProgress // what this process counted so far in this call of Redrive
 	progress := func(p kafka.RedriveProgress, perSecond float64) {
+		if counted != nil {
+			ns, route := dr.Namespace, dr.Spec.RouteRef.Name
+			redriveRecords.WithLabelValues(ns, route, "moved").Add(float64(p.Moved - counted.Moved))
+			redriveRecords.WithLabelValues(ns, route, "filtered").Add(float64(p.Filtered - counted.Filtered))
+			redriveRecords.WithLabelValues(ns, route, "refused").Add(float64(p.Refused - counted.Refused))
+		}
+		// The first call reports the committed prefix (possibly another process's work).
+		counted = &p
 		if time.Since(last) < r.ProgressInterval {
 			return
 		}
@@ -196,6 +216,7 @@ func (r *DeadLetterRedriveReconciler) run(ctx context.Context, stop *atomic.Bool
 	}
 	backoff := time.Second
 	for {
+		counted = nil
 		p, err := cl.Redrive(ctx, opts)
 		if ctx.Err() != nil {
 			return // deleted, leadership lost or shutdown: the next leader resumes

@@ -265,25 +265,35 @@ func (c *Client) Redrive(ctx context.Context, o RedriveOptions) (prog RedrivePro
 		if err := sess.Begin(); err != nil {
 			return prog, fmt.Errorf("kafka: beginning transaction: %w", err)
 		}
+		var rs []*kgo.Record
+		fs.EachRecord(func(r *kgo.Record) {
+			if b, ok := bounds[r.Partition]; ok && r.Offset >= pos[r.Partition] && r.Offset < b.End {
+				rs = append(rs, r)
+			}
+		})
+		headers, err := c.withOrigins(ctx, o.Target, rs)
+		if err != nil {
+			_, _ = sess.End(ctx, kgo.TryAbort)
+			return prog, fmt.Errorf("kafka: reading the origin records of broker-written dead letters in %s: %w", o.Target, err)
+		}
 		batch := prog
 		newPos := map[int32]int64{}
 		var produceErr error
-		fs.EachRecord(func(r *kgo.Record) {
-			b, ok := bounds[r.Partition]
-			if !ok || r.Offset < pos[r.Partition] || r.Offset >= b.End || produceErr != nil {
-				return
+		for i, r := range rs {
+			if produceErr != nil {
+				break
 			}
 			newPos[r.Partition] = r.Offset + 1
-			hs := fromKgoHeaders(r.Headers)
+			hs := headers[i]
 			d := o.Decide(hs)
 			batch.add(d)
 			if d != RedriveMove {
-				return
+				continue
 			}
 			if lim != nil {
 				if err := lim.Wait(ctx); err != nil {
 					produceErr = err
-					return
+					continue
 				}
 			}
 			out := &kgo.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: toKgoHeaders(o.Rewrite(hs))}
@@ -292,7 +302,7 @@ func (c *Client) Redrive(ctx context.Context, o RedriveOptions) (prog RedrivePro
 					produceErr = err
 				}
 			})
-		})
+		}
 		committedTxn, err := sess.End(ctx, produceErr == nil)
 		if err == nil && produceErr != nil {
 			err = produceErr
@@ -353,12 +363,13 @@ func (c *Client) tallyPrefix(ctx context.Context, o RedriveOptions, bounds map[i
 		if ferr != nil {
 			return fmt.Errorf("kafka: reading %s: %w", o.Source, ferr)
 		}
+		var rs []*kgo.Record
 		fs.EachRecord(func(r *kgo.Record) {
 			if seen[r.Partition] {
 				return
 			}
 			if r.Offset < pos[r.Partition] {
-				prog.add(o.Decide(fromKgoHeaders(r.Headers)))
+				rs = append(rs, r)
 			}
 			if r.Offset+1 >= pos[r.Partition] {
 				seen[r.Partition] = true
@@ -366,6 +377,13 @@ func (c *Client) tallyPrefix(ctx context.Context, o RedriveOptions, bounds map[i
 				cl.PauseFetchPartitions(map[string][]int32{o.Source: {r.Partition}})
 			}
 		})
+		headers, err := c.withOrigins(ctx, o.Target, rs)
+		if err != nil {
+			return fmt.Errorf("kafka: reading the origin records of broker-written dead letters in %s: %w", o.Target, err)
+		}
+		for _, hs := range headers {
+			prog.add(o.Decide(hs))
+		}
 	}
 	return nil
 }
