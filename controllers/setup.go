@@ -48,6 +48,9 @@ func CacheOptions(scope Scope) cache.Options {
 	if scope.Selector != nil {
 		opts.ByObject[&kqv1.ShareQueue{}] = cache.ByObject{Label: scope.Selector}
 		opts.ByObject[&kqv1.DeadLetterRoute{}] = cache.ByObject{Label: scope.Selector}
+		// A redrive is run by the shard of its route: label it as the route is (kqctl
+		// redrive copies the route's kafkaqueues.io/shard label).
+		opts.ByObject[&kqv1.DeadLetterRedrive{}] = cache.ByObject{Label: scope.Selector}
 	}
 	return opts
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/controllers"
 )
 
 type redriveOptions struct {
@@ -89,6 +90,11 @@ func (o *redriveOptions) run(cf *genericclioptions.ConfigFlags, cmd *cobra.Comma
 	}
 	dr := &kqv1.DeadLetterRedrive{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: route + "-"},
 		Spec: kqv1.DeadLetterRedriveSpec{RouteRef: kqv1.RouteReference{Name: route}}}
+	// A sharded install runs a redrive in the shard of its route (the manager's
+	// --watch-label-selector): carry the route's shard label over.
+	if v, ok := dlr.Labels[controllers.ShardLabel]; ok {
+		dr.Labels = map[string]string{controllers.ShardLabel: v}
+	}
 	if o.rate > 0 {
 		rate := o.rate
 		dr.Spec.RateLimit = &rate

@@ -266,8 +266,8 @@ func TestDocsInstallQueueUninstallReinstall(t *testing.T) {
 		t.Fatalf("after uninstall, kubectl get sq -A does not list orders:\n%s", out)
 	}
 	var crds apiextensionsv1.CustomResourceDefinitionList
-	if err := admin.List(ctx, &crds, client.MatchingLabels{"app.kubernetes.io/part-of": "kafka-queue-operator"}); err != nil || len(crds.Items) != 3 {
-		t.Fatalf("after uninstall: %d CRDs (err %v), want 3", len(crds.Items), err)
+	if err := admin.List(ctx, &crds, client.MatchingLabels{"app.kubernetes.io/part-of": "kafka-queue-operator"}); err != nil || len(crds.Items) != 4 {
+		t.Fatalf("after uninstall: %d CRDs (err %v), want 4", len(crds.Items), err)
 	}
 	var kc kqv1.KafkaCluster
 	if err := admin.Get(ctx, client.ObjectKey{Namespace: "kqo-system", Name: "kafka"}, &kc); err != nil {
