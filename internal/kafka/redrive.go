@@ -266,9 +266,17 @@ func (c *Client) Redrive(ctx context.Context, o RedriveOptions) (prog RedrivePro
 			return prog, fmt.Errorf("kafka: beginning transaction: %w", err)
 		}
 		var rs []*kgo.Record
+		passed := map[int32]bool{} // partitions read beyond End: nothing of the bound is left
 		fs.EachRecord(func(r *kgo.Record) {
-			if b, ok := bounds[r.Partition]; ok && r.Offset >= pos[r.Partition] && r.Offset < b.End {
+			b, ok := bounds[r.Partition]
+			switch {
+			case !ok || r.Offset < pos[r.Partition]:
+			case r.Offset < b.End:
 				rs = append(rs, r)
+			default:
+				// Offsets within the bound that were not read are gone (retention) or were
+				// no records (transaction markers).
+				passed[r.Partition] = true
 			}
 		})
 		headers, err := c.withOrigins(ctx, o.Target, rs)
@@ -319,6 +327,9 @@ func (c *Client) Redrive(ctx context.Context, o RedriveOptions) (prog RedrivePro
 		for p, next := range newPos {
 			pos[p] = next
 		}
+		for p := range passed {
+			pos[p] = bounds[p].End
+		}
 		pauseDone()
 		if o.Progress != nil {
 			o.Progress(prog, float64(movedHere)/time.Since(began).Seconds())
@@ -363,6 +374,14 @@ func (c *Client) tallyPrefix(ctx context.Context, o RedriveOptions, bounds map[i
 		if ferr != nil {
 			return fmt.Errorf("kafka: reading %s: %w", o.Source, ferr)
 		}
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			// The whole prefix is gone (retention): nothing to count.
+			if !seen[fp.Partition] && fp.LogStartOffset >= pos[fp.Partition] {
+				seen[fp.Partition] = true
+				left--
+				cl.PauseFetchPartitions(map[string][]int32{o.Source: {fp.Partition}})
+			}
+		})
 		var rs []*kgo.Record
 		fs.EachRecord(func(r *kgo.Record) {
 			if seen[r.Partition] {
