@@ -233,6 +233,10 @@ func (r *DeadLetterRedriveReconciler) run(ctx context.Context, stop *atomic.Bool
 				r.forget(ctx, cl, dr)
 			}
 			return
+		case errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch):
+			// Another manager (a new leader) runs this redrive now and fenced this one.
+			logger.Info("redrive taken over by another process with the same transactional id; stopping", "error", err.Error())
+			return
 		case isFatalRedriveErr(err):
 			dr.Status.Moved, dr.Status.Filtered, dr.Status.Refused = p.Moved, p.Filtered, p.Refused
 			_ = r.finish(ctx, dr, kqv1.RedriveFailed, kqv1.ConditionFailed, kqv1.ReasonRedriveFailed, withAuthError(cl, err).Error(), &p)
@@ -259,11 +263,10 @@ func (r *DeadLetterRedriveReconciler) forget(ctx context.Context, cl *kafka.Clie
 	}
 }
 
-// isFatalRedriveErr: errors retrying cannot fix — authorization, a missing topic, another
-// process holding the transactional id.
+// isFatalRedriveErr: errors retrying cannot fix — authorization, a missing topic.
 func isFatalRedriveErr(err error) bool {
 	for _, e := range []error{kerr.TopicAuthorizationFailed, kerr.GroupAuthorizationFailed, kerr.TransactionalIDAuthorizationFailed,
-		kerr.ClusterAuthorizationFailed, kerr.UnknownTopicOrPartition, kerr.UnknownTopicID, kerr.ProducerFenced} {
+		kerr.ClusterAuthorizationFailed, kerr.UnknownTopicOrPartition, kerr.UnknownTopicID} {
 		if errors.Is(err, e) {
 			return true
 		}
