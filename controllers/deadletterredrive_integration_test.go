@@ -300,6 +300,22 @@ func TestRedriveRateLimitAndCancel(t *testing.T) {
 			t.Errorf("status.recordsPerSecond %d above spec.rateLimit 10", v)
 		}
 	}
+	// A second redrive of the same route waits for the running one, saying which.
+	queued := &kqv1.DeadLetterRedrive{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "queued"}, Spec: kqv1.DeadLetterRedriveSpec{
+		RouteRef: kqv1.RouteReference{Name: "work-dead"}}}
+	if err := r.k8s.Create(ctx, queued); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() string {
+		if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(queued), queued); err != nil {
+			return err.Error()
+		}
+		c := findCondition(queued.Status.Conditions, kqv1.ConditionComplete)
+		if queued.Status.Phase != kqv1.RedrivePending || c == nil || c.Reason != kqv1.ReasonRedriveWaiting || !strings.Contains(c.Message, "DeadLetterRedrive slow") {
+			return fmt.Sprintf("second redrive: phase %s condition %+v, want Pending/Waiting naming slow", queued.Status.Phase, c)
+		}
+		return ""
+	})
 	patch := client.MergeFrom(dr.DeepCopy())
 	dr.Spec.Cancel = true
 	if err := r.k8s.Patch(ctx, dr, patch); err != nil {
@@ -316,10 +332,20 @@ func TestRedriveRateLimitAndCancel(t *testing.T) {
 	if int64(len(moved)) != got.Status.Moved {
 		t.Errorf("queue topic holds %d committed records, status.moved says %d", len(moved), got.Status.Moved)
 	}
-	// Nothing moves after the cancel.
-	time.Sleep(3 * time.Second)
-	if again := readCommitted(t, bs, queueTopic, 2*time.Second); len(again) != len(moved) {
-		t.Errorf("records kept arriving after Cancelled: %d, then %d", len(moved), len(again))
+	// The queued redrive starts where the cancelled one stopped (its status.bound nextOffset)
+	// and moves the rest: every record is then in the queue's topic exactly once.
+	done := r.waitRedrive(t, client.ObjectKeyFromObject(queued), kqv1.RedriveComplete, 90*time.Second)
+	if done.Status.Moved+got.Status.Moved != 300 || done.Status.Total != 300-got.Status.Moved {
+		t.Errorf("queued redrive moved %d of %d after the cancelled one moved %d; want the remaining %d", done.Status.Moved, done.Status.Total, got.Status.Moved, 300-got.Status.Moved)
+	}
+	ids := map[string]int{}
+	for _, m := range readCommitted(t, bs, queueTopic, 3*time.Second) {
+		ids[string(m.Value)]++
+	}
+	for i := range 300 {
+		if n := ids[fmt.Sprintf("r-%d", i)]; n != 1 {
+			t.Errorf("record r-%d is in the queue's topic %d times after both redrives, want once", i, n)
+		}
 	}
 }
 
