@@ -159,6 +159,14 @@ func TestBadInputCorpus(t *testing.T) {
 						return err.Error()
 					}
 					conds = o.Status.Conditions
+				case "DeadLetterRedrive":
+					var o kqv1.DeadLetterRedrive
+					if err := r.k8s.Get(ctx, key, &o); err != nil {
+						return err.Error()
+					}
+					conds = o.Status.Conditions
+				default:
+					t.Fatalf("%s: condition cases of kind %s are not supported", c.file, c.kind)
 				}
 				cond := findCondition(conds, c.condType)
 				if cond == nil || cond.Status != c.status || cond.Reason != c.reason {

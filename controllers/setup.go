@@ -48,6 +48,9 @@ func CacheOptions(scope Scope) cache.Options {
 	if scope.Selector != nil {
 		opts.ByObject[&kqv1.ShareQueue{}] = cache.ByObject{Label: scope.Selector}
 		opts.ByObject[&kqv1.DeadLetterRoute{}] = cache.ByObject{Label: scope.Selector}
+		// A redrive is run by the shard of its route: label it as the route is (kqctl
+		// redrive copies the route's kafkaqueues.io/shard label).
+		opts.ByObject[&kqv1.DeadLetterRedrive{}] = cache.ByObject{Label: scope.Selector}
 	}
 	return opts
 }
@@ -96,6 +99,9 @@ type Options struct {
 	ClaimsTopic string
 	// ManagerName identifies this manager in the claims it writes (informational).
 	ManagerName string
+	// RedriveProgressInterval is the least time between two progress writes of one
+	// DeadLetterRedrive's status (--redrive-progress-interval); 0 means 5s.
+	RedriveProgressInterval time.Duration
 }
 
 // SetupAll registers every reconciler with the manager, sharing one Kafka client pool (one
@@ -138,6 +144,12 @@ func SetupAll(mgr ctrl.Manager, pool *kafka.Pool, opts Options) error {
 	}
 	if err := (&OffsetResetReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder, KafkaTimeout: opts.KafkaTimeout,
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&DeadLetterRedriveReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder,
+		KafkaTimeout: opts.KafkaTimeout, ProgressInterval: opts.RedriveProgressInterval,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -4,15 +4,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// OffsetReset condition types. Like a Job's: Complete or Failed becomes True once, and the
-// object is never acted on again.
+// Condition types of the one-shot action kinds (OffsetReset, DeadLetterRedrive). Like a Job's:
+// Complete or Failed becomes True once, and the object is never acted on again.
 const (
-	// ConditionComplete is True once the share group's start offsets were altered to the
-	// recorded targets and read back (DescribeShareGroupOffsets). While the reset waits or
-	// applies it is False with the reason (MembersPresent, ShareGroupsDisabled, ...).
+	// ConditionComplete is True once the action finished. OffsetReset: the share group's start
+	// offsets were altered to the recorded targets and read back (DescribeShareGroupOffsets);
+	// while the reset waits or applies it is False with the reason (MembersPresent,
+	// ShareGroupsDisabled, ...). DeadLetterRedrive: every record within the bound was read and
+	// moved back to the queue's topic, filtered out, or refused.
 	ConditionComplete = "Complete"
-	// ConditionFailed is True when the reset will not be applied (members present under
-	// whenMembersPresent Fail, the brokers refusing the offsets). Terminal.
+	// ConditionFailed is True when the action will not go on. OffsetReset: members present under
+	// whenMembersPresent Fail, the brokers refusing the offsets. DeadLetterRedrive: its route,
+	// queue or cluster is gone, the brokers refused the transaction. The message says why.
+	// Terminal.
 	ConditionFailed = "Failed"
 )
 

@@ -133,7 +133,7 @@ The kubeconfig flags (--kubeconfig, --context, -n/--namespace, --as, ...) work a
 		},
 	}
 	imp.AddCommand(newImportSQSCmd(name, cf))
-	root.AddCommand(imp, newStatusCmd(name, cf), newPlanCmd(name, cf), newPurgeCmd(name, cf), newResetOffsetsCmd(name, cf))
+	root.AddCommand(imp, newStatusCmd(name, cf), newPlanCmd(name, cf), newPurgeCmd(name, cf), newResetOffsetsCmd(name, cf), newRedriveCmd(name, cf))
 	return root
 }
 

@@ -53,6 +53,7 @@ func main() {
 	flag.DurationVar(&opts.ProbeInterval, "cluster-probe-interval", 3*time.Minute, "How often each KafkaCluster is re-probed (brokers, features, bounds).")
 	flag.DurationVar(&opts.ResyncInterval, "queue-resync-interval", 10*time.Minute, "How often each ShareQueue is re-checked against Kafka.")
 	flag.DurationVar(&opts.TopicCheckInterval, "topic-check-interval", 10*time.Second, "How often the topics of all queues and dead-letter routes are checked for deletion outside the operator (one Metadata request per KafkaCluster); a route recreates a deleted dead-letter topic at once. 0 leaves it to --queue-resync-interval.")
+	flag.DurationVar(&opts.RedriveProgressInterval, "redrive-progress-interval", 5*time.Second, "Least time between two progress writes of one DeadLetterRedrive's status (moved, rate) to the apiserver.")
 	flag.DurationVar(&opts.KafkaTimeout, "kafka-timeout", 30*time.Second, "Upper bound on the Kafka requests of one reconcile.")
 	flag.IntVar(&opts.ClusterConcurrency, "kafkacluster-concurrency", 4, "KafkaClusters probed in parallel.")
 	flag.IntVar(&opts.QueueConcurrency, "sharequeue-concurrency", 256, "ShareQueues reconciled in parallel. Reconciles mostly wait on Kafka; with --kafka-batching their requests to one cluster are shared, so more of them in parallel means fewer, larger requests.")

@@ -221,17 +221,7 @@ func (c *Client) ensureClaimsTopic(ctx context.Context, topic string) error {
 // reaches it: that is retried until ctx ends.
 func (c *Client) claimsOffsets(ctx context.Context, topic string) (int64, int64, error) {
 	for {
-		starts, err := c.adm.ListStartOffsets(ctx, topic)
-		if err == nil {
-			err = starts.Error()
-		}
-		var ends kadm.ListedOffsets
-		if err == nil {
-			ends, err = c.adm.ListEndOffsets(ctx, topic)
-		}
-		if err == nil {
-			err = ends.Error()
-		}
+		starts, ends, err := c.startAndEndOffsets(ctx, topic)
 		if err == nil {
 			s, sok := starts.Lookup(topic, 0)
 			e, eok := ends.Lookup(topic, 0)

@@ -268,7 +268,7 @@ func TestDocsInstallQueueUninstallReinstall(t *testing.T) {
 	var crds apiextensionsv1.CustomResourceDefinitionList
 	// Every CRD the chart carries stays.
 	files, _ := filepath.Glob(filepath.Join(rig.RepoRoot(), "charts", "kafka-queue-operator-crds", "files", "crds", "*.yaml"))
-	if err := admin.List(ctx, &crds, client.MatchingLabels{"app.kubernetes.io/part-of": "kafka-queue-operator"}); err != nil || len(crds.Items) != len(files) || len(files) < 4 {
+	if err := admin.List(ctx, &crds, client.MatchingLabels{"app.kubernetes.io/part-of": "kafka-queue-operator"}); err != nil || len(crds.Items) != len(files) || len(files) < 5 {
 		t.Fatalf("after uninstall: %d CRDs (err %v), want the chart's %d", len(crds.Items), err, len(files))
 	}
 	var kc kqv1.KafkaCluster

@@ -1,0 +1,436 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/time/rate"
+)
+
+// RedriveBound is the part of one partition a redrive reads: offsets [Start, End).
+type RedriveBound struct {
+	Partition  int32
+	Start, End int64
+}
+
+// RedriveBounds lists, per partition of topic, the log start offset and the end offset (high
+// watermark) now (ListOffsets, earliest and latest). Errors: the request's, or the first
+// partition's (kerr.UnknownTopicOrPartition when the topic does not exist).
+func (c *Client) RedriveBounds(ctx context.Context, topic string) ([]RedriveBound, error) {
+	start := time.Now()
+	starts, ends, err := c.startAndEndOffsets(ctx, topic)
+	c.record("ListOffsets", start, err)
+	if err != nil {
+		return nil, err
+	}
+	var out []RedriveBound
+	ends.Each(func(e kadm.ListedOffset) {
+		b := RedriveBound{Partition: e.Partition, End: e.Offset}
+		if s, ok := starts.Lookup(topic, e.Partition); ok {
+			b.Start = s.Offset
+		}
+		out = append(out, b)
+	})
+	if len(out) == 0 {
+		return nil, kerr.UnknownTopicOrPartition
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Partition < out[j].Partition })
+	return out, nil
+}
+
+// startAndEndOffsets lists the log start and end offsets of topic's partitions (two
+// ListOffsets requests); the error is the request's or the first partition's.
+func (c *Client) startAndEndOffsets(ctx context.Context, topic string) (starts, ends kadm.ListedOffsets, err error) {
+	starts, err = c.adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err == nil {
+		ends, err = c.adm.ListEndOffsets(ctx, topic)
+	}
+	if err == nil {
+		err = ends.Error()
+	}
+	return starts, ends, err
+}
+
+// RedriveDecision is what a redrive does with one record.
+type RedriveDecision int
+
+const (
+	// RedriveMove produces the record to the target topic.
+	RedriveMove RedriveDecision = iota
+	// RedriveFilter leaves the record in place: the filter does not select it.
+	RedriveFilter
+	// RedriveRefuse leaves the record in place: it was redriven too often already.
+	RedriveRefuse
+)
+
+// RedriveProgress counts a redrive's records, all of them in committed transactions (or
+// read and left in place before the last committed read position).
+type RedriveProgress struct {
+	Moved, Filtered, Refused int64
+	// Read is Moved + Filtered + Refused.
+	Read int64
+	// Done is true once every partition's read position reached its bound's End.
+	Done bool
+	// Positions is, per partition of the bound, the committed read position (the next
+	// offset to read) when Redrive returned.
+	Positions map[int32]int64
+}
+
+func (p *RedriveProgress) add(d RedriveDecision) {
+	p.Read++
+	switch d {
+	case RedriveMove:
+		p.Moved++
+	case RedriveFilter:
+		p.Filtered++
+	case RedriveRefuse:
+		p.Refused++
+	}
+}
+
+// RedriveOptions configure Client.Redrive.
+type RedriveOptions struct {
+	// ID is both the transactional.id of the producer and the consumer group id whose
+	// committed offsets are the redrive's read position. It must be fixed for one redrive
+	// and unique among redrives: a second process running the same ID fences the first.
+	ID string
+	// Source is the topic read (read_committed); Target the topic written.
+	Source, Target string
+	// Bound limits what is read, per Source partition; partitions not listed are not read.
+	Bound []RedriveBound
+	// RateLimit caps the records produced, in records per second; 0 is no limit.
+	RateLimit int
+	// Decide says, from a record's headers, whether it is moved, filtered or refused. Pure.
+	Decide func(headers []Header) RedriveDecision
+	// Rewrite returns the headers of a moved record (e.g. with a redrive counter). Pure.
+	Rewrite func(headers []Header) []Header
+	// Progress, when set, is called after every committed transaction with the totals so
+	// far and the records per second moved since this call of Redrive began.
+	Progress func(p RedriveProgress, perSecond float64)
+	// Stop, when set, is checked between transactions; true ends Redrive with the progress
+	// so far (Done false unless the bound was reached).
+	Stop func() bool
+	// MaxBatch bounds the records of one transaction; default 500.
+	MaxBatch int
+}
+
+// Redrive moves the records of Source within Bound to Target exactly once: each batch is
+// produced in a Kafka transaction (transactional.id ID) that also commits the read position
+// to consumer group ID (a GroupTransactSession, KIP-98/KIP-447), so after a crash the next
+// Redrive with the same ID fences the old producer, aborts its open transaction and goes on
+// from the last committed position. Moved records keep key, value, timestamp and headers
+// (as rewritten by Rewrite); their partition is chosen by key as a plain producer would.
+// The counts of the already committed prefix are recomputed from the records themselves
+// (Decide is pure), so the progress is exact across restarts.
+//
+// It needs Kafka's transaction coordinator (transaction.state.log.* configs the cluster can
+// hold) and, with ACLs, WRITE and DESCRIBE on TransactionalId ID, READ on group ID, READ on
+// Source and WRITE on Target. Errors: a failed transaction, fencing by another process with
+// the same ID (kerr.ProducerFenced, kerr.InvalidProducerEpoch), ctx's error.
+func (c *Client) Redrive(ctx context.Context, o RedriveOptions) (prog RedriveProgress, err error) {
+	pos := map[int32]int64{}
+	for _, b := range o.Bound {
+		pos[b.Partition] = b.Start // raised below to the committed position
+	}
+	defer func() {
+		prog.Positions = make(map[int32]int64, len(pos))
+		for p, o := range pos {
+			prog.Positions[p] = o
+		}
+	}()
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 500
+	}
+	if o.RateLimit > 0 && o.MaxBatch > o.RateLimit {
+		o.MaxBatch = o.RateLimit // about one second of records per transaction
+	}
+	bounds := map[int32]RedriveBound{}
+	var empty []int32
+	for _, b := range o.Bound {
+		if b.End > b.Start {
+			bounds[b.Partition] = b
+		} else {
+			empty = append(empty, b.Partition)
+		}
+	}
+	if len(bounds) == 0 {
+		prog.Done = true
+		return prog, nil
+	}
+	opts, _, err := baseOpts(c.cfg)
+	if err != nil {
+		return prog, err
+	}
+	opts = append(opts,
+		kgo.TransactionalID(o.ID),
+		kgo.TransactionTimeout(30*time.Second),
+		kgo.ConsumerGroup(o.ID),
+		kgo.ConsumeTopics(o.Source),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.SessionTimeout(10*time.Second),
+		kgo.RebalanceTimeout(30*time.Second),
+		kgo.DisableAutoCommit(),
+		kgo.DefaultProduceTopic(o.Target),
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		kgo.FetchMaxWait(500*time.Millisecond),
+	)
+	sess, err := kgo.NewGroupTransactSession(opts...)
+	if err != nil {
+		return prog, fmt.Errorf("kafka: building redrive client: %w", err)
+	}
+	defer sess.Close()
+	cl := sess.Client()
+
+	// Fence an earlier process with the same transactional.id: its open transaction, if any,
+	// is aborted, so the committed position read next is final.
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		return prog, fmt.Errorf("kafka: initializing transactional producer %s: %w", o.ID, err)
+	}
+	committed, err := kadm.NewClient(cl).FetchOffsets(kadm.RequireStable(ctx), o.ID)
+	if err == nil {
+		err = committed.Error()
+	}
+	if err != nil {
+		return prog, fmt.Errorf("kafka: reading redrive position of group %s: %w", o.ID, err)
+	}
+	for p, b := range bounds {
+		pos[p] = b.Start
+		// The committed offset may lie beyond End (records past the bound polled with the
+		// last batch are committed, not moved): the position within the bound is capped.
+		if r, ok := committed.Lookup(o.Source, p); ok && r.At > b.Start {
+			pos[p] = min(r.At, b.End)
+		}
+	}
+	if err := c.tallyPrefix(ctx, o, bounds, pos, &prog); err != nil {
+		return prog, err
+	}
+	done := func() bool {
+		for p, b := range bounds {
+			if pos[p] < b.End {
+				return false
+			}
+		}
+		return true
+	}
+	pauseDone := func() {
+		cl.PauseFetchPartitions(map[string][]int32{o.Source: empty})
+		for p, b := range bounds {
+			if pos[p] >= b.End {
+				cl.PauseFetchPartitions(map[string][]int32{o.Source: {p}})
+			}
+		}
+	}
+	pauseDone()
+	if o.Progress != nil {
+		o.Progress(prog, 0)
+	}
+	var lim *rate.Limiter
+	if o.RateLimit > 0 {
+		lim = rate.NewLimiter(rate.Limit(o.RateLimit), 1)
+	}
+	began := time.Now()
+	var movedHere int64
+	for !done() {
+		if o.Stop != nil && o.Stop() {
+			return prog, nil
+		}
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		fs := sess.PollRecords(pctx, o.MaxBatch)
+		cancel()
+		if ctx.Err() != nil {
+			return prog, ctx.Err()
+		}
+		var fetchErr error
+		fs.EachError(func(_ string, _ int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && fetchErr == nil {
+				fetchErr = err
+			}
+		})
+		if fetchErr != nil {
+			return prog, fmt.Errorf("kafka: reading %s: %w", o.Source, fetchErr)
+		}
+		if fs.NumRecords() == 0 {
+			continue
+		}
+		if err := sess.Begin(); err != nil {
+			return prog, fmt.Errorf("kafka: beginning transaction: %w", err)
+		}
+		var rs []*kgo.Record
+		passed := map[int32]bool{} // partitions read beyond End: nothing of the bound is left
+		fs.EachRecord(func(r *kgo.Record) {
+			b, ok := bounds[r.Partition]
+			switch {
+			case !ok || r.Offset < pos[r.Partition]:
+			case r.Offset < b.End:
+				rs = append(rs, r)
+			default:
+				// Offsets within the bound that were not read are gone (retention) or were
+				// no records (transaction markers).
+				passed[r.Partition] = true
+			}
+		})
+		headers, err := c.withOrigins(ctx, o.Target, rs)
+		if err != nil {
+			_, _ = sess.End(ctx, kgo.TryAbort)
+			return prog, fmt.Errorf("kafka: reading the origin records of broker-written dead letters in %s: %w", o.Target, err)
+		}
+		batch := prog
+		newPos := map[int32]int64{}
+		var produceErr error
+		for i, r := range rs {
+			if produceErr != nil {
+				break
+			}
+			newPos[r.Partition] = r.Offset + 1
+			hs := headers[i]
+			d := o.Decide(hs)
+			batch.add(d)
+			if d != RedriveMove {
+				continue
+			}
+			if lim != nil {
+				if err := lim.Wait(ctx); err != nil {
+					produceErr = err
+					continue
+				}
+			}
+			out := &kgo.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: toKgoHeaders(o.Rewrite(hs))}
+			sess.Produce(ctx, out, func(_ *kgo.Record, err error) {
+				if err != nil && produceErr == nil {
+					produceErr = err
+				}
+			})
+		}
+		committedTxn, err := sess.End(ctx, produceErr == nil)
+		if err == nil && produceErr != nil {
+			err = produceErr
+		}
+		if err != nil {
+			return prog, fmt.Errorf("kafka: redrive transaction: %w", err)
+		}
+		if !committedTxn {
+			// A rebalance aborted the transaction: start over from the committed position.
+			return prog, errors.New("kafka: redrive transaction aborted by a group rebalance; restarting from the committed position")
+		}
+		movedHere += batch.Moved - prog.Moved
+		prog = batch
+		for p, next := range newPos {
+			pos[p] = next
+		}
+		for p := range passed {
+			pos[p] = bounds[p].End
+		}
+		pauseDone()
+		if o.Progress != nil {
+			o.Progress(prog, float64(movedHere)/time.Since(began).Seconds())
+		}
+	}
+	prog.Done = true
+	return prog, nil
+}
+
+// tallyPrefix counts the records of the already committed prefix [bound start, pos) with
+// Decide, reading Source with a plain read_committed consumer.
+func (c *Client) tallyPrefix(ctx context.Context, o RedriveOptions, bounds map[int32]RedriveBound, pos map[int32]int64, prog *RedriveProgress) error {
+	parts := map[int32]kgo.Offset{}
+	for p, b := range bounds {
+		if pos[p] > b.Start {
+			parts[p] = kgo.NewOffset().At(b.Start)
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	opts, _, err := baseOpts(c.cfg)
+	if err != nil {
+		return err
+	}
+	opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{o.Source: parts}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(500*time.Millisecond))
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("kafka: building redrive reader: %w", err)
+	}
+	defer cl.Close()
+	left := len(parts)
+	seen := map[int32]bool{}
+	for left > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
+		if ferr != nil {
+			return fmt.Errorf("kafka: reading %s: %w", o.Source, ferr)
+		}
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			// The whole prefix is gone (retention): nothing to count.
+			if !seen[fp.Partition] && fp.LogStartOffset >= pos[fp.Partition] {
+				seen[fp.Partition] = true
+				left--
+				cl.PauseFetchPartitions(map[string][]int32{o.Source: {fp.Partition}})
+			}
+		})
+		var rs []*kgo.Record
+		fs.EachRecord(func(r *kgo.Record) {
+			if seen[r.Partition] {
+				return
+			}
+			if r.Offset < pos[r.Partition] {
+				rs = append(rs, r)
+			}
+			if r.Offset+1 >= pos[r.Partition] {
+				seen[r.Partition] = true
+				left--
+				cl.PauseFetchPartitions(map[string][]int32{o.Source: {r.Partition}})
+			}
+		})
+		headers, err := c.withOrigins(ctx, o.Target, rs)
+		if err != nil {
+			return fmt.Errorf("kafka: reading the origin records of broker-written dead letters in %s: %w", o.Target, err)
+		}
+		for _, hs := range headers {
+			prog.add(o.Decide(hs))
+		}
+	}
+	return nil
+}
+
+// DeleteRedriveGroup deletes the consumer group a finished redrive kept its position in.
+// A group that does not exist is not an error.
+func (c *Client) DeleteRedriveGroup(ctx context.Context, id string) error {
+	start := time.Now()
+	resp, err := c.adm.DeleteGroup(ctx, id)
+	if err == nil && resp.Err != nil && !errors.Is(resp.Err, kerr.GroupIDNotFound) {
+		err = resp.Err
+	}
+	c.record("DeleteGroups", start, err)
+	return err
+}
+
+func fromKgoHeaders(hs []kgo.RecordHeader) []Header {
+	out := make([]Header, len(hs))
+	for i, h := range hs {
+		out[i] = Header{Key: h.Key, Value: h.Value}
+	}
+	return out
+}
+
+func toKgoHeaders(hs []Header) []kgo.RecordHeader {
+	out := make([]kgo.RecordHeader, len(hs))
+	for i, h := range hs {
+		out[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+	}
+	return out
+}
