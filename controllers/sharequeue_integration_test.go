@@ -475,8 +475,11 @@ func TestQueueStatusShowsShareGroup(t *testing.T) {
 			return err.Error()
 		}
 		g := cur.Status.Group
-		if g == nil || g.State == "NotCreated" || g.TotalLag == nil {
+		if g == nil || g.State == "NotCreated" {
 			return fmt.Sprintf("group status %+v", g)
+		}
+		if d := cur.Status.Depth; d == nil || d.Backlog == nil {
+			return fmt.Sprintf("depth status %+v", d)
 		}
 		return ""
 	})
