@@ -327,6 +327,9 @@ func TestNoOpReconcileWritesNothing(t *testing.T) {
 		if settled.Status.Group == nil {
 			return "share group state not read yet"
 		}
+		if settled.Status.Depth == nil {
+			return "depth not written yet (the depth poller's first status write)"
+		}
 		return ""
 	})
 	time.Sleep(time.Second) // let any reconcile in flight finish

@@ -62,6 +62,11 @@ type result struct {
 	kafka, idleKafka  map[string]float64 // all managers'
 	writes, idleWrite float64            // all managers'
 	cpu               float64            // all managers'
+	// depth is the depth poller's Kafka requests in the no-op window, by API, and
+	// depthRounds its rounds there; idleWindow is that window's length.
+	depth       map[string]float64
+	depthRounds float64
+	idleWindow  time.Duration
 }
 
 // managerResult is what one manager process of a run did.
@@ -345,12 +350,19 @@ func run(bin string, n int, path string, shards []string, resync time.Duration, 
 			return res, err
 		}
 	}
+	idleStart := time.Now()
 	time.Sleep(resync + resync/4)
-	res.kafka, res.idleKafka = map[string]float64{}, map[string]float64{}
+	res.kafka, res.idleKafka, res.depth = map[string]float64{}, map[string]float64{}, map[string]float64{}
 	for i, m := range mgrs {
 		idleAfter, err := scrape(m.metricsURL)
 		if err != nil {
 			return res, err
+		}
+		res.idleWindow = time.Since(idleStart)
+		rounds, byAPI := depthCost(idleBefore[i], idleAfter)
+		res.depthRounds += rounds
+		for api, v := range byAPI {
+			res.depth[api] += v
 		}
 		m.idleKafka = diff(idleBefore[i], idleAfter, "kafkaqueues_kafka_broker_requests_total")
 		m.idleWrite = writesOf(diff(idleBefore[i], idleAfter, "rest_client_requests_total"))
@@ -370,6 +382,25 @@ func run(bin string, n int, path string, shards []string, resync time.Duration, 
 	}
 	cpuProfiles.Wait()
 	return res, nil
+}
+
+// depthCost is the depth poller's share of a window's Kafka requests: its rounds
+// (kafkaqueues_depth_polls_total); one Metadata per round (it sends exactly one);
+// DescribeShareGroupOffsets and ListOffsets as written to the brokers (nothing else sends
+// them in a no-op window); Fetch as its own calls (kafkaqueues_kafka_requests_total, one per
+// leader; the claims topic's consumer also fetches, which the broker count would include).
+// FindCoordinator, cached by franz-go, is left out.
+func depthCost(before, after map[string]float64) (float64, map[string]float64) {
+	rounds := 0.0
+	for series, v := range after {
+		if strings.HasPrefix(series, "kafkaqueues_depth_polls_total{") {
+			rounds += v - before[series]
+		}
+	}
+	broker := diff(before, after, "kafkaqueues_kafka_broker_requests_total")
+	calls := diff(before, after, "kafkaqueues_kafka_requests_total")
+	return rounds, map[string]float64{"Metadata": rounds, "DescribeShareGroupOffsets": broker["DescribeShareGroupOffsets"],
+		"ListOffsets": broker["ListOffsets"], "Fetch": calls["Fetch"]}
 }
 
 // reconciledClusters is how many KafkaCluster reconciles a manager's metrics count, any result.
@@ -462,6 +493,13 @@ func (r result) print() {
 	fmt.Printf("Kafka requests during the run: %.0f (%.3f per queue; writes %.0f) %s\n", sum(r.kafka, all), sum(r.kafka, all)/float64(r.n), sum(r.kafka, writes), fmtCounts(r.kafka))
 	fmt.Printf("apiserver writes during the run: %.0f (%.2f per queue)\n", r.writes, r.writes/float64(r.n))
 	fmt.Printf("one no-op resync window: Kafka requests %.0f %s, Kafka writes %.0f, apiserver writes %.0f\n", sum(r.idleKafka, all), fmtCounts(r.idleKafka), sum(r.idleKafka, writes), r.idleWrite)
+	if mins := r.idleWindow.Minutes(); mins > 0 {
+		perMin := map[string]float64{}
+		for api, v := range r.depth {
+			perMin[api] = v / mins
+		}
+		fmt.Printf("depth poller (--depth-interval, fresh metrics for %d queues): %.1f rounds/min, %.1f Kafka requests/min %s\n", r.n, r.depthRounds/mins, sum(perMin, all), fmtCounts(perMin))
+	}
 	for _, m := range r.managers {
 		if m.shard == "" {
 			fmt.Printf("manager (unsharded, all %d queues): peak RSS %.1f MiB, CPU during the run %.1f s\n", m.queues, float64(m.rssKB)/1024, m.cpu)
