@@ -26,7 +26,7 @@ func TestStatusShowsQueueDepth(t *testing.T) {
 		ClusterRef: kqv1.ClusterReference{Name: "local"}, Topic: kqv1.QueueTopicSpec{Partitions: 1},
 		Delivery: kqv1.DeliverySpec{AutoOffsetReset: ptr("earliest")}}}
 	route := &kqv1.DeadLetterRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kq-depth-dlq"}, Spec: kqv1.DeadLetterRouteSpec{
-		QueueRef: kqv1.QueueReference{Name: sq.Name}, Topic: kqv1.DeadLetterTopicSpec{Name: "kq-depth-dlq"}}}
+		QueueRef: kqv1.QueueReference{Name: sq.Name}, Topic: kqv1.DeadLetterTopicSpec{Name: "dlq.kq-depth"}}}
 	for _, o := range []client.Object{sq, route} {
 		if err := k8s.Create(ctx, o); err != nil {
 			t.Fatal(err)
