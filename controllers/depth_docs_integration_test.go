@@ -13,11 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
-	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
 )
 
@@ -206,18 +204,7 @@ func TestAutoscalingDocsManifests(t *testing.T) {
 	}
 
 	// The queue cannot be read: the KEDA query matches nothing.
-	var cur kqv1.ShareQueue
-	if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(sq), &cur); err != nil {
-		t.Fatal(err)
-	}
-	patch := client.MergeFrom(cur.DeepCopy())
-	cur.Annotations = map[string]string{kqv1.ReconcileAnnotation: string(kqv1.ReconcileObserveOnly)}
-	if err := r.k8s.Patch(ctx, &cur, patch); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.admin.DeleteTopics(ctx, sq.Status.TopicName); err != nil {
-		t.Fatal(err)
-	}
+	r.makeUnreadable(t, sq)
 	eventually(t, 30*time.Second, func() string {
 		if v, n := evalSelector(t, trig["query"]); n != 0 {
 			return fmt.Sprintf("keda query still matches %d series (%v) for an unreadable queue", n, v)

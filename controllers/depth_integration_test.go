@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -14,6 +13,7 @@ import (
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
 )
 
 // The rig's depth poller: testDepthInterval (metrics) and testDepthStatusInterval (status).
@@ -25,18 +25,27 @@ const (
 // produceTo writes n records to topic, spread over its partitions.
 func (r *testRig) produceTo(t *testing.T, topic string, n int) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.kafka.BootstrapServers()...), kgo.DefaultProduceTopic(topic),
-		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
-	if err != nil {
+	if err := rig.ProduceSpread(ctxFor(t), r.kafka.BootstrapServers(), topic, n); err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
-	recs := make([]*kgo.Record, n)
-	for i := range recs {
-		recs[i] = &kgo.Record{Value: []byte(fmt.Sprintf("r%d", i))}
-	}
-	if err := cl.ProduceSync(ctxFor(t), recs...).FirstErr(); err != nil {
+}
+
+// makeUnreadable deletes the queue's topic after switching the queue to ObserveOnly, so the
+// operator does not recreate it: the queue's depth can then not be read.
+func (r *testRig) makeUnreadable(t *testing.T, sq *kqv1.ShareQueue) {
+	t.Helper()
+	ctx := ctxFor(t)
+	var cur kqv1.ShareQueue
+	if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(sq), &cur); err != nil {
 		t.Fatal(err)
+	}
+	patch := client.MergeFrom(cur.DeepCopy())
+	cur.Annotations = map[string]string{kqv1.ReconcileAnnotation: string(kqv1.ReconcileObserveOnly)}
+	if err := r.k8s.Patch(ctx, &cur, patch); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := r.admin.DeleteTopics(ctx, sq.Status.TopicName); err != nil || res[sq.Status.TopicName] != nil {
+		t.Fatalf("deleting the topic: %v %v", err, res)
 	}
 }
 
@@ -181,19 +190,7 @@ func TestDepthSeriesGoAbsentWhenTheQueueCannotBeRead(t *testing.T) {
 		}
 		return ""
 	})
-	// ObserveOnly: the operator does not recreate the topic it no longer finds.
-	var cur kqv1.ShareQueue
-	if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(sq), &cur); err != nil {
-		t.Fatal(err)
-	}
-	patch := client.MergeFrom(cur.DeepCopy())
-	cur.Annotations = map[string]string{kqv1.ReconcileAnnotation: string(kqv1.ReconcileObserveOnly)}
-	if err := r.k8s.Patch(ctx, &cur, patch); err != nil {
-		t.Fatal(err)
-	}
-	if res, err := r.admin.DeleteTopics(ctx, sq.Status.TopicName); err != nil || res[sq.Status.TopicName] != nil {
-		t.Fatalf("deleting the topic: %v %v", err, res)
-	}
+	r.makeUnreadable(t, sq)
 	deleted := time.Now()
 	eventually(t, 30*time.Second, func() string {
 		for _, name := range []string{"kafkaqueues_queue_backlog_records", "kafkaqueues_queue_lag_records", "kafkaqueues_queue_oldest_record_age_seconds", "kafkaqueues_queue_depth_unread_partitions"} {

@@ -67,6 +67,9 @@ type result struct {
 	depth       map[string]float64
 	depthRounds float64
 	idleWindow  time.Duration
+	// depthStatusWrites are the depth poller's status.depth patches in the no-op window
+	// (part of idleWrite): each queue's first one, spread over --depth-status-interval.
+	depthStatusWrites float64
 }
 
 // managerResult is what one manager process of a run did.
@@ -361,6 +364,7 @@ func run(bin string, n int, path string, shards []string, resync time.Duration, 
 		res.idleWindow = time.Since(idleStart)
 		rounds, byAPI := depthCost(idleBefore[i], idleAfter)
 		res.depthRounds += rounds
+		res.depthStatusWrites += idleAfter["kafkaqueues_depth_status_writes_total"] - idleBefore[i]["kafkaqueues_depth_status_writes_total"]
 		for api, v := range byAPI {
 			res.depth[api] += v
 		}
@@ -498,7 +502,8 @@ func (r result) print() {
 		for api, v := range r.depth {
 			perMin[api] = v / mins
 		}
-		fmt.Printf("depth poller (--depth-interval, fresh metrics for %d queues): %.1f rounds/min, %.1f Kafka requests/min %s\n", r.n, r.depthRounds/mins, sum(perMin, all), fmtCounts(perMin))
+		fmt.Printf("depth poller (--depth-interval, fresh metrics for %d queues): %.1f rounds/min, %.1f Kafka requests/min %s; status.depth patches in the window %.0f (of the apiserver writes above)\n",
+			r.n, r.depthRounds/mins, sum(perMin, all), fmtCountsPrec(perMin, 1), r.depthStatusWrites)
 	}
 	for _, m := range r.managers {
 		if m.shard == "" {
@@ -627,7 +632,10 @@ func writesOf(byMethod map[string]float64) float64 {
 	return t
 }
 
-func fmtCounts(m map[string]float64) string {
+func fmtCounts(m map[string]float64) string { return fmtCountsPrec(m, 0) }
+
+// fmtCountsPrec is fmtCounts with prec decimals.
+func fmtCountsPrec(m map[string]float64, prec int) string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -635,7 +643,7 @@ func fmtCounts(m map[string]float64) string {
 	sort.Strings(keys)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s=%.0f", k, m[k])
+		parts[i] = fmt.Sprintf("%s=%.*f", k, prec, m[k])
 	}
 	return "[" + strings.Join(parts, " ") + "]"
 }

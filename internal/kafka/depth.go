@@ -289,16 +289,9 @@ func (m topicMeta) partitions() []int32 {
 func (c *Client) depthMetadata(ctx context.Context, topics []string) (out_ map[string]topicMeta, err_ error) {
 	start := time.Now()
 	defer func() { c.record("Metadata", start, err_) }()
-	req := kmsg.NewPtrMetadataRequest()
-	req.AllowAutoTopicCreation = false
-	for _, t := range topics {
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(t)
-		req.Topics = append(req.Topics, rt)
-	}
-	resp, err := req.RequestWith(ctx, c.cl)
+	resp, err := c.metadata(ctx, topics)
 	if err != nil {
-		return nil, wrap("Metadata", "", err)
+		return nil, err
 	}
 	out := make(map[string]topicMeta, len(topics))
 	for _, t := range topics {

@@ -13,21 +13,10 @@ import (
 	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
 )
 
-// produceN writes n records spread over the topic's partitions (round robin) and returns
-// when all are acknowledged.
+// produceN writes n records spread over the topic's partitions (round robin).
 func produceN(t *testing.T, bootstrap []string, topic string, n int) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.DefaultProduceTopic(topic),
-		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.AllowAutoTopicCreation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	recs := make([]*kgo.Record, n)
-	for i := range recs {
-		recs[i] = &kgo.Record{Value: []byte(fmt.Sprintf("r%d", i))}
-	}
-	if err := cl.ProduceSync(ctxT(t), recs...).FirstErr(); err != nil {
+	if err := rig.ProduceSpread(ctxT(t), bootstrap, topic, n); err != nil {
 		t.Fatal(err)
 	}
 }
