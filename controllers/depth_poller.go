@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"time"
 
@@ -18,6 +19,19 @@ import (
 // MaxDepthInterval is the longest --depth-interval the manager accepts: the freshness the
 // autoscaling recipes (docs/autoscaling.md) rely on.
 const MaxDepthInterval = 30 * time.Second
+
+// ValidateDepthIntervals checks the manager's --depth-interval (0 … MaxDepthInterval; 0 turns
+// the poller off) and --depth-status-interval (0, which leaves status.depth unwritten, or at
+// least the depth interval): the error names the flag, the value and the bound.
+func ValidateDepthIntervals(interval, statusInterval time.Duration) error {
+	if interval < 0 || interval > MaxDepthInterval {
+		return fmt.Errorf("--depth-interval %s: must be between 0 (off) and %s, the freshness the depth metrics promise", interval, MaxDepthInterval)
+	}
+	if statusInterval < 0 || statusInterval > 0 && statusInterval < interval {
+		return fmt.Errorf("--depth-status-interval %s: must be 0 (status.depth unwritten) or at least --depth-interval (%s)", statusInterval, interval)
+	}
+	return nil
+}
 
 // depthStatusHeartbeat is how many status intervals an unchanged status.depth may go
 // without being rewritten (so observedAt never grows older than this many intervals).

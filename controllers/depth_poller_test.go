@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,5 +65,26 @@ func TestDepthStatusOfUnreadableQueue(t *testing.T) {
 	st = depthStatusOf(queueDepthOf{sq: &kqv1.ShareQueue{}, depth: kafka.QueueDepth{Backlog: 4, Unread: []int32{2}, Oldest: oldest}}, time.Now())
 	if st.Backlog == nil || *st.Backlog != 4 || len(st.UnreadPartitions) != 1 || st.OldestRecordTime == nil || st.OldestRecordTime.Unix() != oldest.Unix() {
 		t.Errorf("status.depth %+v", st)
+	}
+}
+
+func TestValidateDepthIntervals(t *testing.T) {
+	for _, c := range []struct {
+		interval, status time.Duration
+		want             string // substring of the error; "" for none
+	}{
+		{30 * time.Second, 5 * time.Minute, ""},
+		{0, 0, ""},
+		{time.Minute, 5 * time.Minute, "--depth-interval 1m0s: must be between 0 (off) and 30s"},
+		{-time.Second, 5 * time.Minute, "--depth-interval -1s"},
+		{30 * time.Second, 10 * time.Second, "--depth-status-interval 10s: must be 0 (status.depth unwritten) or at least --depth-interval (30s)"},
+	} {
+		err := ValidateDepthIntervals(c.interval, c.status)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s/%s: %v", c.interval, c.status, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s/%s: %v, want %q", c.interval, c.status, err, c.want)
+		}
 	}
 }

@@ -78,8 +78,8 @@ func main() {
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
-	if opts.DepthInterval < 0 || opts.DepthInterval > controllers.MaxDepthInterval {
-		fmt.Fprintf(os.Stderr, "--depth-interval %s: must be between 0 (off) and %s, the freshness the depth metrics promise\n", opts.DepthInterval, controllers.MaxDepthInterval)
+	if err := controllers.ValidateDepthIntervals(opts.DepthInterval, opts.DepthStatusInterval); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 	for _, ns := range strings.Split(watchNamespaces, ",") {
