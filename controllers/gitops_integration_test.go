@@ -181,6 +181,9 @@ func TestServerSideApplyTwiceIsQuiet(t *testing.T) {
 		if settled.Status.Group == nil {
 			return "group state not read yet"
 		}
+		if settled.Status.Depth == nil {
+			return "depth not written yet (the depth poller's first status write)"
+		}
 		return ""
 	})
 	time.Sleep(time.Second)

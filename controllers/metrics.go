@@ -44,9 +44,10 @@ var (
 	}, []string{"api"})
 	// One series per ShareQueue (namespace, name): bounded by the number of queues; removed
 	// when the queue is deleted.
+	// queueLag is the old name of queueBacklog, kept with the same value (deprecated).
 	queueLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kafkaqueues_queue_lag_records",
-		Help: "Share-group lag of a ShareQueue (records not yet acknowledged past the share-partition start offsets).",
+		Help: "Deprecated: the same as kafkaqueues_queue_backlog_records.",
 	}, []string{"namespace", "name"})
 	queueMembers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kafkaqueues_queue_members",
@@ -62,6 +63,7 @@ var (
 func init() {
 	metrics.Registry.MustRegister(driftCorrections, driftDetections, outOfBoundsRejections,
 		kafkaRequests, kafkaBrokerRequests, kafkaLatency, queueLag, queueMembers, featureLevel)
+	metrics.Registry.MustRegister(depthMetrics...)
 }
 
 // observeKafka records one admin call (wired into every Kafka client by SetupAll).

@@ -102,6 +102,13 @@ type Options struct {
 	// RedriveProgressInterval is the least time between two progress writes of one
 	// DeadLetterRedrive's status (--redrive-progress-interval); 0 means 5s.
 	RedriveProgressInterval time.Duration
+	// DepthInterval is how often the depth poller reads every queue's backlog, oldest record
+	// and dead letters and refreshes the kafkaqueues_queue_* depth metrics (the manager's
+	// --depth-interval, default 30s, at most MaxDepthInterval); 0 turns the poller off.
+	DepthInterval time.Duration
+	// DepthStatusInterval is the least time between two writes of one queue's status.depth
+	// (--depth-status-interval, default 5m); 0 leaves status.depth unwritten.
+	DepthStatusInterval time.Duration
 }
 
 // SetupAll registers every reconciler with the manager, sharing one Kafka client pool (one
@@ -154,6 +161,10 @@ func SetupAll(mgr ctrl.Manager, pool *kafka.Pool, opts Options) error {
 		return err
 	}
 	if err := mgr.Add(watch); err != nil {
+		return err
+	}
+	if err := mgr.Add(&depthPoller{reader: mgr.GetClient(), writer: mgr.GetClient(), pool: pool, interval: opts.DepthInterval,
+		statusInterval: opts.DepthStatusInterval, timeout: kafkaTimeout}); err != nil {
 		return err
 	}
 	// Pods admitted without their republisher sidecar (the webhook fails open). The manager's

@@ -111,7 +111,8 @@ func (r *ShareQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	var sq kqv1.ShareQueue
 	if err := r.Get(ctx, req.NamespacedName, &sq); err != nil {
 		if apierrors.IsNotFound(err) {
-			queueLag.DeleteLabelValues(req.Namespace, req.Name)
+			deleteQueueDepthSeries(req.Namespace, req.Name)
+			queueLastRead.DeleteLabelValues(req.Namespace, req.Name)
 			queueMembers.DeleteLabelValues(req.Namespace, req.Name)
 			r.releaseClaimsOf(ctx, req.NamespacedName)
 		}
@@ -337,9 +338,6 @@ func (q *queueScope) status(ctx context.Context) error {
 	rep := queueStatus(&sq.Status, q.gen, q.mode, &q.plan, q.res, q.group)
 	if g := q.group; g != nil {
 		queueMembers.WithLabelValues(sq.Namespace, sq.Name).Set(float64(g.Members))
-		if g.TotalLag != nil {
-			queueLag.WithLabelValues(sq.Namespace, sq.Name).Set(float64(*g.TotalLag))
-		}
 	}
 	if rep.DriftDetected != "" {
 		driftDetections.WithLabelValues("ShareQueue", "config").Inc()
@@ -419,7 +417,9 @@ func (r *ShareQueueReconciler) observe(ctx context.Context, cl *kafka.Client, sq
 	if g.Err != nil {
 		return obs, sq.Status.Group, nil
 	}
-	gs := &kqv1.QueueGroupStatus{State: g.State, Members: g.Members, TotalLag: g.TotalLag}
+	// totalLag is no longer written: the depth poller's status.depth.backlog counts every
+	// partition and is never older than its status interval.
+	gs := &kqv1.QueueGroupStatus{State: g.State, Members: g.Members}
 	if !g.Exists {
 		gs.State = "NotCreated"
 	}

@@ -327,6 +327,9 @@ func TestNoOpReconcileWritesNothing(t *testing.T) {
 		if settled.Status.Group == nil {
 			return "share group state not read yet"
 		}
+		if settled.Status.Depth == nil {
+			return "depth not written yet (the depth poller's first status write)"
+		}
 		return ""
 	})
 	time.Sleep(time.Second) // let any reconcile in flight finish
@@ -475,8 +478,11 @@ func TestQueueStatusShowsShareGroup(t *testing.T) {
 			return err.Error()
 		}
 		g := cur.Status.Group
-		if g == nil || g.State == "NotCreated" || g.TotalLag == nil {
+		if g == nil || g.State == "NotCreated" {
 			return fmt.Sprintf("group status %+v", g)
+		}
+		if d := cur.Status.Depth; d == nil || d.Backlog == nil {
+			return fmt.Sprintf("depth status %+v", d)
 		}
 		return ""
 	})

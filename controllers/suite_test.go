@@ -91,7 +91,8 @@ func newTestRig() (*testRig, error) {
 	if err := SetupAll(mgr, pool, Options{ProbeInterval: 5 * time.Second, ResyncInterval: time.Hour, KafkaTimeout: 10 * time.Second, FinalizerTimeout: 20 * time.Second, TopicCheckInterval: 2 * time.Second,
 		QueueConcurrency: 64, KafkaBatching: kafka.Batching{Enabled: true, Linger: 100 * time.Millisecond},
 		// As the manager binary runs by default: every queue records its claims.
-		ClaimsTopic: "kafkaqueues.claims", ManagerName: "test"}); err != nil {
+		ClaimsTopic: "kafkaqueues.claims", ManagerName: "test",
+		DepthInterval: testDepthInterval, DepthStatusInterval: testDepthStatusInterval}); err != nil {
 		return nil, err
 	}
 	mctx, cancel := context.WithCancel(ctx)

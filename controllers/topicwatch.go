@@ -43,17 +43,23 @@ func (w *topicWatch) NeedLeaderElection() bool { return true }
 
 // Start runs the checks until ctx ends.
 func (w *topicWatch) Start(ctx context.Context) error {
-	if w.interval <= 0 {
-		return nil
+	every(ctx, w.interval, w.check)
+	return nil
+}
+
+// every calls fn every interval until ctx ends; an interval of 0 or less never calls it.
+func every(ctx context.Context, interval time.Duration, fn func(context.Context)) {
+	if interval <= 0 {
+		return
 	}
-	t := time.NewTicker(w.interval)
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-t.C:
-			w.check(ctx)
+			fn(ctx)
 		}
 	}
 }

@@ -291,10 +291,45 @@ type QueueGroupStatus struct {
 	// members is the number of consumers in the group.
 	// +optional
 	Members int32 `json:"members"`
-	// totalLag is the sum over partitions of end offset minus the share-partition start
-	// offset, when the group has started on the topic.
+	// totalLag is deprecated and no longer written (it summed only the partitions the
+	// brokers reported and kept its last value when the group could not be read): read
+	// status.depth.backlog, or the kafkaqueues_queue_backlog_records metric.
 	// +optional
 	TotalLag *int64 `json:"totalLag,omitempty"`
+}
+
+// QueueDepthStatus is the queue's depth as the depth poller last wrote it (manager flags
+// --depth-interval for the metrics, --depth-status-interval for this status: written when
+// the figures changed and at least that long after the previous write, and at least every
+// six status intervals).
+type QueueDepthStatus struct {
+	// observedAt is when these figures were read from Kafka.
+	ObservedAt metav1.Time `json:"observedAt"`
+	// backlog is the records not yet acknowledged (visible and in flight: Kafka does not
+	// report in-flight counts), summed over every partition of the topic; on partitions the
+	// group holds no state for, what share.auto.offset.reset would deliver (0 for latest).
+	// Absent when the queue could not be read (see error).
+	// +optional
+	Backlog *int64 `json:"backlog,omitempty"`
+	// unreadPartitions lists the partitions left out of backlog because their leader or
+	// the group's coordinator did not answer: backlog is then a partial sum.
+	// +optional
+	// +listType=atomic
+	UnreadPartitions []int32 `json:"unreadPartitions,omitempty"`
+	// oldestRecordTime is the timestamp of the oldest unacknowledged record (the first
+	// timestamp of the record batch at a share-partition start offset; see
+	// docs/autoscaling.md); absent with no backlog. Its age is the SQS
+	// ApproximateAgeOfOldestMessage.
+	// +optional
+	OldestRecordTime *metav1.Time `json:"oldestRecordTime,omitempty"`
+	// deadLetters is the record count (end − log start offset, summed over partitions) of
+	// the dead-letter topic of the queue's DeadLetterRoute; absent without one.
+	// +optional
+	DeadLetters *int64 `json:"deadLetters,omitempty"`
+	// error says why the queue could not be read at observedAt (topic missing, group
+	// coordinator unavailable, ...); the figures are then absent rather than old.
+	// +optional
+	Error string `json:"error,omitempty"`
 }
 
 // QueueDeadLetterStatus is where a queue's dead records go, copied from its DeadLetterRoute.
@@ -363,6 +398,11 @@ type ShareQueueStatus struct {
 	// deadLetter is the queue's DeadLetterRoute, when one names it.
 	// +optional
 	DeadLetter *QueueDeadLetterStatus `json:"deadLetter,omitempty"`
+	// depth is the queue's backlog, oldest record and dead letters (SQS
+	// ApproximateNumberOfMessages*, ApproximateAgeOfOldestMessage), written by the depth
+	// poller at a bounded cadence; the kafkaqueues_queue_* metrics are fresher.
+	// +optional
+	Depth *QueueDepthStatus `json:"depth,omitempty"`
 	// plannedChanges lists what the operator would change, in Plan mode.
 	// +optional
 	// +listType=atomic
@@ -381,6 +421,7 @@ type ShareQueueStatus struct {
 // +kubebuilder:printcolumn:name="Reserved",type=integer,priority=1,JSONPath=`.status.effective.reservedAttempts`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Backlog",type=integer,priority=1,JSONPath=`.status.depth.backlog`
 // +kubebuilder:printcolumn:name="Reconcile",type=string,JSONPath=`.metadata.annotations.kafkaqueues\.io/reconcile`,description="The kafkaqueues.io/reconcile annotation (Paused, ObserveOnly, Plan); empty is Active"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ShareQueue struct {

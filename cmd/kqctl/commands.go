@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/duration"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -214,9 +215,53 @@ type queueRow struct {
 	InFlightStateBytes int64  `json:"inFlightStateBytes,omitempty"`
 	GroupState         string `json:"groupState,omitempty"`
 	Members            int32  `json:"members"`
-	Lag                *int64 `json:"lag,omitempty"`
-	DeadLetterRoute    string `json:"deadLetterRoute,omitempty"`
-	Message            string `json:"message,omitempty"`
+	// Backlog, OldestAgeSeconds, DeadLetters, UnreadPartitions, DepthObservedAt and
+	// DepthError are status.depth (the depth poller's read at DepthObservedAt; the age is
+	// measured to that moment).
+	Backlog          *int64  `json:"backlog,omitempty"`
+	OldestAgeSeconds *int64  `json:"oldestAgeSeconds,omitempty"`
+	DeadLetters      *int64  `json:"deadLetters,omitempty"`
+	UnreadPartitions []int32 `json:"unreadPartitions,omitempty"`
+	DepthObservedAt  string  `json:"depthObservedAt,omitempty"`
+	DepthError       string  `json:"depthError,omitempty"`
+	DeadLetterRoute  string  `json:"deadLetterRoute,omitempty"`
+	Message          string  `json:"message,omitempty"`
+}
+
+// depthColumns fills a row's depth figures from status.depth.
+func (row *queueRow) depthColumns(d *kqv1.QueueDepthStatus) {
+	if d == nil {
+		return
+	}
+	row.Backlog, row.DeadLetters, row.UnreadPartitions, row.DepthError = d.Backlog, d.DeadLetters, d.UnreadPartitions, d.Error
+	row.DepthObservedAt = d.ObservedAt.UTC().Format(time.RFC3339)
+	if d.OldestRecordTime != nil {
+		age := int64(max(d.ObservedAt.Sub(d.OldestRecordTime.Time), 0) / time.Second)
+		row.OldestAgeSeconds = &age
+	}
+}
+
+// backlogCell prints the backlog, marked partial when partitions were left out, or why it
+// could not be read.
+func (row *queueRow) backlogCell() string {
+	switch {
+	case row.DepthError != "":
+		return "unreadable"
+	case row.Backlog == nil:
+		return "-"
+	case len(row.UnreadPartitions) > 0:
+		return fmt.Sprintf("%d (partial: %d partitions unread)", *row.Backlog, len(row.UnreadPartitions))
+	}
+	return fmt.Sprint(*row.Backlog)
+}
+
+// observedCell prints how long before now the depth was read.
+func (row *queueRow) observedCell(now time.Time) string {
+	t, err := time.Parse(time.RFC3339, row.DepthObservedAt)
+	if err != nil {
+		return "-"
+	}
+	return duration.HumanDuration(now.Sub(t)) + " ago"
 }
 
 // runStatus runs `kqctl status args...`.
@@ -273,8 +318,9 @@ func (o *statusOptions) run(cf *genericclioptions.ConfigFlags, stdout io.Writer)
 			row.MaxInFlight, row.InFlightStateBytes = cp.MaxInFlightRecords, cp.InFlightStateBytes
 		}
 		if g := q.Status.Group; g != nil {
-			row.GroupState, row.Members, row.Lag = g.State, g.Members, g.TotalLag
+			row.GroupState, row.Members = g.State, g.Members
 		}
+		row.depthColumns(q.Status.Depth)
 		rows = append(rows, row)
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Namespace+"/"+rows[i].Name < rows[j].Namespace+"/"+rows[j].Name })
@@ -292,11 +338,15 @@ func (o *statusOptions) run(cf *genericclioptions.ConfigFlags, stdout io.Writer)
 		return err
 	case "table":
 		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAMESPACE\tNAME\tREADY\tTOPIC\tPARTITIONS\tLEASE\tMAX-ATTEMPTS\tRESERVED\tMAX-IN-FLIGHT\tSTATE-BYTES\tGROUP\tMEMBERS\tLAG\tDLQ")
+		fmt.Fprintln(tw, "NAMESPACE\tNAME\tREADY\tTOPIC\tPARTITIONS\tLEASE\tMAX-ATTEMPTS\tRESERVED\tMAX-IN-FLIGHT\tSTATE-BYTES\tGROUP\tMEMBERS\tBACKLOG\tOLDEST\tDEAD-LETTERS\tOBSERVED\tDLQ")
+		now := time.Now()
 		for _, r := range rows {
-			lag := "-"
-			if r.Lag != nil {
-				lag = fmt.Sprint(*r.Lag)
+			oldest, dead := "-", "-"
+			if r.OldestAgeSeconds != nil {
+				oldest = duration.HumanDuration(time.Duration(*r.OldestAgeSeconds) * time.Second)
+			}
+			if r.DeadLetters != nil {
+				dead = fmt.Sprint(*r.DeadLetters)
 			}
 			ready := r.Ready
 			if r.Reason != "" && r.Ready != "True" {
@@ -306,8 +356,9 @@ func (o *statusOptions) run(cf *genericclioptions.ConfigFlags, stdout io.Writer)
 			if r.ReservedAttempts != nil {
 				reserved = fmt.Sprint(*r.ReservedAttempts)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\n", r.Namespace, r.Name, ready, r.Topic, r.Partitions,
-				dash(r.Lease), dash(r.MaxAttempts), reserved, r.MaxInFlight, humanBytes(r.InFlightStateBytes), dash(r.GroupState), r.Members, lag, dash(r.DeadLetterRoute))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Namespace, r.Name, ready, r.Topic, r.Partitions,
+				dash(r.Lease), dash(r.MaxAttempts), reserved, r.MaxInFlight, humanBytes(r.InFlightStateBytes), dash(r.GroupState), r.Members,
+				r.backlogCell(), oldest, dead, r.observedCell(now), dash(r.DeadLetterRoute))
 		}
 		return tw.Flush()
 	default:

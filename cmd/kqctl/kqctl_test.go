@@ -31,6 +31,7 @@ import (
 var (
 	kubeconfig string
 	k8s        client.Client
+	bootstrap  []string
 )
 
 // TestMain starts the rig (real apiserver, real broker) and the controllers in-process;
@@ -76,11 +77,13 @@ func runWithRig(m *testing.M) int {
 	}
 	pool := kafka.NewPool()
 	defer pool.Close()
-	if err := controllers.SetupAll(mgr, pool, controllers.Options{ProbeInterval: 5 * time.Second, ResyncInterval: time.Hour}); err != nil {
+	if err := controllers.SetupAll(mgr, pool, controllers.Options{ProbeInterval: 5 * time.Second, ResyncInterval: time.Hour,
+		DepthInterval: 2 * time.Second, DepthStatusInterval: 2 * time.Second}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	go func() { _ = mgr.Start(ctx) }()
+	bootstrap = k.BootstrapServers()
 	k8s, _ = client.New(cfg, client.Options{Scheme: scheme})
 	kc := &kqv1.KafkaCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "local"}, Spec: kqv1.KafkaClusterSpec{BootstrapServers: k.BootstrapServers()}}
 	if err := k8s.Create(ctx, kc); err != nil {

@@ -54,6 +54,8 @@ func main() {
 	flag.DurationVar(&opts.ResyncInterval, "queue-resync-interval", 10*time.Minute, "How often each ShareQueue is re-checked against Kafka.")
 	flag.DurationVar(&opts.TopicCheckInterval, "topic-check-interval", 10*time.Second, "How often the topics of all queues and dead-letter routes are checked for deletion outside the operator (one Metadata request per KafkaCluster); a route recreates a deleted dead-letter topic at once. 0 leaves it to --queue-resync-interval.")
 	flag.DurationVar(&opts.RedriveProgressInterval, "redrive-progress-interval", 5*time.Second, "Least time between two progress writes of one DeadLetterRedrive's status (moved, rate) to the apiserver.")
+	flag.DurationVar(&opts.DepthInterval, "depth-interval", controllers.MaxDepthInterval, "How often every queue's depth (backlog, oldest record age, dead letters) is read from Kafka and its kafkaqueues_queue_* metrics refreshed: the metrics' freshness bound, at most 30s (docs/autoscaling.md). 0 turns the depth poller off.")
+	flag.DurationVar(&opts.DepthStatusInterval, "depth-status-interval", 5*time.Minute, "Least time between two writes of one ShareQueue's status.depth (written when the figures changed, and at least every 6 intervals); bounds the depth poller's apiserver writes to queues/interval. 0 leaves status.depth unwritten.")
 	flag.DurationVar(&opts.KafkaTimeout, "kafka-timeout", 30*time.Second, "Upper bound on the Kafka requests of one reconcile.")
 	flag.IntVar(&opts.ClusterConcurrency, "kafkacluster-concurrency", 4, "KafkaClusters probed in parallel.")
 	flag.IntVar(&opts.QueueConcurrency, "sharequeue-concurrency", 256, "ShareQueues reconciled in parallel. Reconciles mostly wait on Kafka; with --kafka-batching their requests to one cluster are shared, so more of them in parallel means fewer, larger requests.")
@@ -77,6 +79,10 @@ func main() {
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if err := controllers.ValidateDepthIntervals(opts.DepthInterval, opts.DepthStatusInterval); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	for _, ns := range strings.Split(watchNamespaces, ",") {
 		if ns = strings.TrimSpace(ns); ns != "" {
 			opts.Scope.Namespaces = append(opts.Scope.Namespaces, ns)

@@ -62,6 +62,14 @@ type result struct {
 	kafka, idleKafka  map[string]float64 // all managers'
 	writes, idleWrite float64            // all managers'
 	cpu               float64            // all managers'
+	// depth is the depth poller's Kafka requests in the no-op window, by API, and
+	// depthRounds its rounds there; idleWindow is that window's length.
+	depth       map[string]float64
+	depthRounds float64
+	idleWindow  time.Duration
+	// depthStatusWrites are the depth poller's status.depth patches in the no-op window
+	// (part of idleWrite): each queue's first one, spread over --depth-status-interval.
+	depthStatusWrites float64
 }
 
 // managerResult is what one manager process of a run did.
@@ -345,12 +353,20 @@ func run(bin string, n int, path string, shards []string, resync time.Duration, 
 			return res, err
 		}
 	}
+	idleStart := time.Now()
 	time.Sleep(resync + resync/4)
-	res.kafka, res.idleKafka = map[string]float64{}, map[string]float64{}
+	res.kafka, res.idleKafka, res.depth = map[string]float64{}, map[string]float64{}, map[string]float64{}
 	for i, m := range mgrs {
 		idleAfter, err := scrape(m.metricsURL)
 		if err != nil {
 			return res, err
+		}
+		res.idleWindow = time.Since(idleStart)
+		rounds, byAPI := depthCost(idleBefore[i], idleAfter)
+		res.depthRounds += rounds
+		res.depthStatusWrites += idleAfter["kafkaqueues_depth_status_writes_total"] - idleBefore[i]["kafkaqueues_depth_status_writes_total"]
+		for api, v := range byAPI {
+			res.depth[api] += v
 		}
 		m.idleKafka = diff(idleBefore[i], idleAfter, "kafkaqueues_kafka_broker_requests_total")
 		m.idleWrite = writesOf(diff(idleBefore[i], idleAfter, "rest_client_requests_total"))
@@ -370,6 +386,25 @@ func run(bin string, n int, path string, shards []string, resync time.Duration, 
 	}
 	cpuProfiles.Wait()
 	return res, nil
+}
+
+// depthCost is the depth poller's share of a window's Kafka requests: its rounds
+// (kafkaqueues_depth_polls_total); one Metadata per round (it sends exactly one);
+// DescribeShareGroupOffsets and ListOffsets as written to the brokers (nothing else sends
+// them in a no-op window); Fetch as its own calls (kafkaqueues_kafka_requests_total, one per
+// leader; the claims topic's consumer also fetches, which the broker count would include).
+// FindCoordinator, cached by franz-go, is left out.
+func depthCost(before, after map[string]float64) (float64, map[string]float64) {
+	rounds := 0.0
+	for series, v := range after {
+		if strings.HasPrefix(series, "kafkaqueues_depth_polls_total{") {
+			rounds += v - before[series]
+		}
+	}
+	broker := diff(before, after, "kafkaqueues_kafka_broker_requests_total")
+	calls := diff(before, after, "kafkaqueues_kafka_requests_total")
+	return rounds, map[string]float64{"Metadata": rounds, "DescribeShareGroupOffsets": broker["DescribeShareGroupOffsets"],
+		"ListOffsets": broker["ListOffsets"], "Fetch": calls["Fetch"]}
 }
 
 // reconciledClusters is how many KafkaCluster reconciles a manager's metrics count, any result.
@@ -462,6 +497,14 @@ func (r result) print() {
 	fmt.Printf("Kafka requests during the run: %.0f (%.3f per queue; writes %.0f) %s\n", sum(r.kafka, all), sum(r.kafka, all)/float64(r.n), sum(r.kafka, writes), fmtCounts(r.kafka))
 	fmt.Printf("apiserver writes during the run: %.0f (%.2f per queue)\n", r.writes, r.writes/float64(r.n))
 	fmt.Printf("one no-op resync window: Kafka requests %.0f %s, Kafka writes %.0f, apiserver writes %.0f\n", sum(r.idleKafka, all), fmtCounts(r.idleKafka), sum(r.idleKafka, writes), r.idleWrite)
+	if mins := r.idleWindow.Minutes(); mins > 0 {
+		perMin := map[string]float64{}
+		for api, v := range r.depth {
+			perMin[api] = v / mins
+		}
+		fmt.Printf("depth poller (--depth-interval, fresh metrics for %d queues): %.1f rounds/min, %.1f Kafka requests/min %s; status.depth patches in the window %.0f (of the apiserver writes above)\n",
+			r.n, r.depthRounds/mins, sum(perMin, all), fmtCountsPrec(perMin, 1), r.depthStatusWrites)
+	}
 	for _, m := range r.managers {
 		if m.shard == "" {
 			fmt.Printf("manager (unsharded, all %d queues): peak RSS %.1f MiB, CPU during the run %.1f s\n", m.queues, float64(m.rssKB)/1024, m.cpu)
@@ -589,7 +632,10 @@ func writesOf(byMethod map[string]float64) float64 {
 	return t
 }
 
-func fmtCounts(m map[string]float64) string {
+func fmtCounts(m map[string]float64) string { return fmtCountsPrec(m, 0) }
+
+// fmtCountsPrec is fmtCounts with prec decimals.
+func fmtCountsPrec(m map[string]float64, prec int) string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -597,7 +643,7 @@ func fmtCounts(m map[string]float64) string {
 	sort.Strings(keys)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s=%.0f", k, m[k])
+		parts[i] = fmt.Sprintf("%s=%.*f", k, prec, m[k])
 	}
 	return "[" + strings.Join(parts, " ") + "]"
 }

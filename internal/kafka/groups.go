@@ -18,14 +18,12 @@ type ShareGroup struct {
 	State string
 	// Members is the number of members.
 	Members int32
-	// TotalLag sums the share-partition lag of the group's partitions; nil when unknown.
-	TotalLag *int64
 	// Err is the group's item error, when it could not be described.
 	Err error
 }
 
-// DescribeShareGroups describes share groups and their lag (ShareGroupDescribe and
-// DescribeShareGroupOffsets, KIP-932). Needs share.version >= 1: brokers answer
+// DescribeShareGroups describes share groups: state and members (ShareGroupDescribe,
+// KIP-932; their depth is Depth's). Needs share.version >= 1: brokers answer
 // UNSUPPORTED_VERSION otherwise, reported in each group's Err. With batching, concurrent
 // callers share requests.
 func (c *Client) DescribeShareGroups(ctx context.Context, ids ...string) (map[string]ShareGroup, error) {
@@ -35,8 +33,7 @@ func (c *Client) DescribeShareGroups(ctx context.Context, ids ...string) (map[st
 	return c.batch.shareDesc.do(ctx, ids, nil)
 }
 
-// describeShareGroups describes share groups and their lag (DescribeShareGroups and
-// DescribeShareGroupOffsets, KIP-932). Needs share.version >= 1: brokers answer
+// describeShareGroups describes share groups (ShareGroupDescribe, KIP-932). Needs share.version >= 1: brokers answer
 // UNSUPPORTED_VERSION otherwise, reported in each group's Err.
 func (c *Client) describeShareGroups(ctx context.Context, ids ...string) (out_ map[string]ShareGroup, err_ error) {
 	start := time.Now()
@@ -49,7 +46,6 @@ func (c *Client) describeShareGroups(ctx context.Context, ids ...string) (out_ m
 	if err != nil {
 		return nil, wrap("DescribeShareGroups", "", err)
 	}
-	var existing []string
 	for _, id := range ids {
 		d, ok := described[id]
 		g := ShareGroup{ID: id}
@@ -64,38 +60,8 @@ func (c *Client) describeShareGroups(ctx context.Context, ids ...string) (out_ m
 			g.Exists = true
 			g.State = d.GroupState
 			g.Members = int32(len(d.Members))
-			existing = append(existing, id)
 		}
 		out[id] = g
-	}
-	if len(existing) == 0 {
-		return out, nil
-	}
-	offs, err := c.adm.DescribeShareGroupOffsets(ctx, existing...)
-	if err != nil {
-		// Lag is best-effort: the group description stands without it.
-		return out, nil
-	}
-	for _, id := range existing {
-		o, ok := offs[id]
-		if !ok || o.Err != nil {
-			continue
-		}
-		var total int64
-		known := false
-		for _, ps := range o.Offsets {
-			for _, p := range ps {
-				if p.Err == nil && p.Lag >= 0 {
-					total += p.Lag
-					known = true
-				}
-			}
-		}
-		if known {
-			g := out[id]
-			g.TotalLag = &total
-			out[id] = g
-		}
 	}
 	return out, nil
 }

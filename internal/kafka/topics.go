@@ -54,16 +54,8 @@ func (c *Client) DescribeTopics(ctx context.Context, names ...string) (map[strin
 	return c.batch.topics.do(ctx, names, nil)
 }
 
-// describeTopics reads the metadata of the named topics in one Metadata request sent to a
-// broker (never franz-go's metadata cache, which may be seconds old; auto creation off).
-// Missing topics have Err with IsNotFound.
-func (c *Client) describeTopics(ctx context.Context, names ...string) (out_ map[string]Topic, err_ error) {
-	start := time.Now()
-	defer func() { c.record("Metadata", start, err_) }()
-	out := make(map[string]Topic, len(names))
-	if len(names) == 0 {
-		return out, nil
-	}
+// metadata sends one Metadata request for the named topics to a broker (auto creation off).
+func (c *Client) metadata(ctx context.Context, names []string) (*kmsg.MetadataResponse, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	req.AllowAutoTopicCreation = false
 	for _, name := range names {
@@ -74,6 +66,23 @@ func (c *Client) describeTopics(ctx context.Context, names ...string) (out_ map[
 	resp, err := req.RequestWith(ctx, c.cl)
 	if err != nil {
 		return nil, wrap("Metadata", "", err)
+	}
+	return resp, nil
+}
+
+// describeTopics reads the metadata of the named topics in one Metadata request sent to a
+// broker (never franz-go's metadata cache, which may be seconds old; auto creation off).
+// Missing topics have Err with IsNotFound.
+func (c *Client) describeTopics(ctx context.Context, names ...string) (out_ map[string]Topic, err_ error) {
+	start := time.Now()
+	defer func() { c.record("Metadata", start, err_) }()
+	out := make(map[string]Topic, len(names))
+	if len(names) == 0 {
+		return out, nil
+	}
+	resp, err := c.metadata(ctx, names)
+	if err != nil {
+		return nil, err
 	}
 	for _, rt := range resp.Topics {
 		if rt.Topic == nil {

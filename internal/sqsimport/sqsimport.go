@@ -90,7 +90,7 @@ type Options struct {
 
 // runtimeOnly are read-only statistics and identifiers with nothing to configure.
 var runtimeOnly = map[string]string{
-	"ApproximateNumberOfMessages":           "a runtime statistic; see ShareQueue status.group.totalLag",
+	"ApproximateNumberOfMessages":           "a runtime statistic; see ShareQueue status.depth.backlog and kafkaqueues_queue_backlog_records",
 	"ApproximateNumberOfMessagesNotVisible": "a runtime statistic (in-flight records)",
 	"ApproximateNumberOfMessagesDelayed":    "a runtime statistic",
 	"CreatedTimestamp":                      "an SQS timestamp",

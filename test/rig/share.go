@@ -46,3 +46,18 @@ func ProduceAndShareConsume(ctx context.Context, bootstrap []string, topic, grou
 	}
 	return got, nil
 }
+
+// ProduceSpread writes n records ("r0", "r1", ...) to topic, spread over its partitions round
+// robin, and returns once all are acknowledged.
+func ProduceSpread(ctx context.Context, bootstrap []string, topic string, n int) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Value: []byte(fmt.Sprintf("r%d", i))}
+	}
+	return cl.ProduceSync(ctx, recs...).FirstErr()
+}
