@@ -33,10 +33,6 @@ func ValidateDepthIntervals(interval, statusInterval time.Duration) error {
 	return nil
 }
 
-// depthStatusHeartbeat is how many status intervals an unchanged status.depth may go
-// without being rewritten (so observedAt never grows older than this many intervals).
-const depthStatusHeartbeat = 6
-
 // depthPoller reads the depth of every queue of every connected KafkaCluster every interval,
 // independent of the ShareQueue resync, and exports it as metrics (depth_metrics.go); it
 // writes status.depth at the slower statusInterval. One round per cluster is one
@@ -261,8 +257,9 @@ func sameDepth(a, b *kqv1.QueueDepthStatus) bool {
 }
 
 // depthStatusDue picks the queues whose status.depth is written this round: a queue without
-// one; a changed one written at least statusInterval ago; an unchanged one written
-// depthStatusHeartbeat intervals ago. At most budget are written, those waiting longest
+// one; a changed one written at least statusInterval ago. An unchanged one is never rewritten,
+// so a fleet whose backlogs stand still costs no apiserver writes (the metrics carry the
+// freshness: kafkaqueues_queue_depth_last_read_timestamp_seconds). At most budget are written, those waiting longest
 // first, so 10,000 queues are spread over the status interval rather than written at once.
 func depthStatusDue(round []queueDepthOf, last func(*kqv1.ShareQueue) time.Time, now time.Time, statusInterval time.Duration, budget int) []int {
 	type cand struct {
@@ -276,7 +273,6 @@ func depthStatusDue(round []queueDepthOf, last func(*kqv1.ShareQueue) time.Time,
 		age := now.Sub(l)
 		switch {
 		case cur == nil:
-		case age >= depthStatusHeartbeat*statusInterval:
 		case age >= statusInterval && !sameDepth(cur, depthStatusOf(q, now)):
 		default:
 			continue

@@ -303,7 +303,9 @@ type QueueGroupStatus struct {
 // the figures changed and at least that long after the previous write, and at least every
 // six status intervals).
 type QueueDepthStatus struct {
-	// observedAt is when these figures were read from Kafka.
+	// observedAt is when these figures were read from Kafka. They are rewritten only when
+	// they change, so on an idle queue observedAt can be old while the figures still hold;
+	// the metric kafkaqueues_queue_depth_last_read_timestamp_seconds gives the latest read.
 	ObservedAt metav1.Time `json:"observedAt"`
 	// backlog is the records not yet acknowledged (visible and in flight: Kafka does not
 	// report in-flight counts), summed over every partition of the topic; on partitions the
