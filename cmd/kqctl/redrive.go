@@ -49,12 +49,7 @@ the provenance headers (kqo.reason; kqo.source.partition or __dlq.errors.partiti
 Prints the redrive's name first. Exits 0 when it completes, 1 when it fails or is cancelled
 (kubectl patch ... -p '{"spec":{"cancel":true}}'), 2 for a usage error.`,
 		Example: "  " + name + " redrive orders-dlq -n shop --rate 100\n  " + name + " redrive orders-dlq --source-partition 0,1 --no-wait",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usageError{"usage: " + cmd.CommandPath() + " ROUTE [flags]: name one DeadLetterRoute"}
-			}
-			return nil
-		},
+		Args:    exactArgs(1, "ROUTE"), // worded as purge and reset-offsets word it
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("rate") && o.rate < 1 {
 				return usageError{fmt.Sprintf("--rate %d: want at least 1 record/s (spec.rateLimit)", o.rate)}

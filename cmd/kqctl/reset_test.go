@@ -156,6 +156,10 @@ func TestResetOffsetsUsageErrors(t *testing.T) {
 		{[]string{"reset-offsets", "q", "--to-latest", "--when-members-present", "Force"}, `--when-members-present "Force": want Wait or Fail`},
 		{[]string{"purge"}, "takes QUEUE (got 0 argument(s))"},
 		{[]string{"purge", "a", "b"}, "takes QUEUE (got 2 argument(s))"},
+		// redrive's usage errors read the same, and a --reason the republisher never
+		// writes is one (it would filter every record).
+		{[]string{"redrive"}, "takes ROUTE (got 0 argument(s))"},
+		{[]string{"redrive", "orders-dlq", "--reason", "rejected,lease-expired"}, `--reason "lease-expired": want one of rejected, released-on-last-attempt, lease-expired-on-last-attempt, delivery-count-above-limit`},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(append(c.args, "--kubeconfig", "/nonexistent"), &out, &errOut)
