@@ -386,7 +386,14 @@ func routeColumn(routes []kqv1.DeadLetterRoute) map[string]string {
 		}
 		mode := string(r.Status.EffectiveMode)
 		if mode == "" {
-			mode = string(r.Spec.Mode) + ", not reconciled yet"
+			// No mode resolved: a route that was reconciled and is not Ready (a Conflict,
+			// a queue not ready) says why, as its Ready condition does; only a route with no
+			// Ready condition yet is "not reconciled yet".
+			if c := meta.FindStatusCondition(r.Status.Conditions, kqv1.ConditionReady); c != nil && !meta.IsStatusConditionTrue(r.Status.Conditions, kqv1.ConditionReady) {
+				mode = string(r.Spec.Mode) + ", " + c.Reason
+			} else {
+				mode = string(r.Spec.Mode) + ", not reconciled yet"
+			}
 		}
 		out[k] = fmt.Sprintf("%s (%s → %s)", r.Name, mode, topic)
 	}

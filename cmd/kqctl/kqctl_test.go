@@ -296,6 +296,23 @@ func TestStatusShowsTheOwningRoute(t *testing.T) {
 	}
 }
 
+// Regression: kqctl status showed a route in Conflict (which never resolves a mode) as
+// "Auto, not reconciled yet", though it was reconciled and its Ready condition said why.
+func TestStatusRouteColumnSaysWhyNoMode(t *testing.T) {
+	r := kqv1.DeadLetterRoute{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders-dlq"},
+		Spec: kqv1.DeadLetterRouteSpec{QueueRef: kqv1.QueueReference{Name: "orders"}, Mode: kqv1.DeadLetterModeAuto,
+			Topic: kqv1.DeadLetterTopicSpec{Name: "dlq.orders-dlq"}},
+	}
+	if got := routeColumn([]kqv1.DeadLetterRoute{r})["shop/orders"]; got != "orders-dlq (Auto, not reconciled yet → dlq.orders-dlq)" {
+		t.Errorf("a route without conditions: %q", got)
+	}
+	r.Status.Conditions = []metav1.Condition{{Type: kqv1.ConditionReady, Status: metav1.ConditionFalse, Reason: "Conflict"}}
+	if got := routeColumn([]kqv1.DeadLetterRoute{r})["shop/orders"]; got != "orders-dlq (Auto, Conflict → dlq.orders-dlq)" {
+		t.Errorf("a route in Conflict: %q", got)
+	}
+}
+
 // Regression: PreviewQueue looked claimants up through cache indexes with an uncached client
 // and dropped the error, so kqctl plan never reported a conflict.
 func TestPlanReportsAConflict(t *testing.T) {

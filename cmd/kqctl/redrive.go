@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -17,6 +19,7 @@ import (
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/controllers"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/republisher"
 )
 
 type redriveOptions struct {
@@ -45,13 +48,8 @@ the provenance headers (kqo.reason; kqo.source.partition or __dlq.errors.partiti
 
 Prints the redrive's name first. Exits 0 when it completes, 1 when it fails or is cancelled
 (kubectl patch ... -p '{"spec":{"cancel":true}}'), 2 for a usage error.`,
-		Example: "  " + name + " redrive orders-dead -n shop --rate 100\n  " + name + " redrive orders-dead --reason rejected --no-wait",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usageError{"usage: " + cmd.CommandPath() + " ROUTE [flags]: name one DeadLetterRoute"}
-			}
-			return nil
-		},
+		Example: "  " + name + " redrive orders-dlq -n shop --rate 100\n  " + name + " redrive orders-dlq --source-partition 0,1 --no-wait",
+		Args:    exactArgs(1, "ROUTE"), // worded as purge and reset-offsets word it
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("rate") && o.rate < 1 {
 				return usageError{fmt.Sprintf("--rate %d: want at least 1 record/s (spec.rateLimit)", o.rate)}
@@ -59,18 +57,31 @@ Prints the redrive's name first. Exits 0 when it completes, 1 when it fails or i
 			if cmd.Flags().Changed("max-redrives") && (o.maxRedrives < 1 || o.maxRedrives > 1000) {
 				return usageError{fmt.Sprintf("--max-redrives %d: want 1 to 1000 (spec.maxRedrives)", o.maxRedrives)}
 			}
+			for _, r := range o.reasons {
+				if !slices.Contains(redriveReasons, r) {
+					return usageError{fmt.Sprintf("--reason %q: want one of %s (the kqo.reason values the republisher writes; the brokers' own dead letters carry none)",
+						r, strings.Join(redriveReasons, ", "))}
+				}
+			}
 			return o.run(cf, cmd, args[0])
 		},
 	}
 	f := cmd.Flags()
 	f.Int32Var(&o.rate, "rate", 0, "records per second moved at most (spec.rateLimit; default: no limit)")
 	f.Int32Var(&o.maxRedrives, "max-redrives", 0, "refuse records already redriven this many times (spec.maxRedrives; default 3)")
-	f.StringSliceVar(&o.reasons, "reason", nil, "move only records whose kqo.reason header is one of these (spec.filter.reasons)")
+	f.StringSliceVar(&o.reasons, "reason", nil, "move only records whose kqo.reason header is one of these: "+strings.Join(redriveReasons, ", ")+
+		" (spec.filter.reasons; written by the republisher sidecar only, so on a BrokerNative route it selects nothing)")
 	f.Int32SliceVar(&o.partitions, "source-partition", nil, "move only records dead-lettered from these partitions of the queue's topic (spec.filter.sourcePartitions)")
+	f.Lookup("source-partition").DefValue = "" // not "(default [])" in --help: no filter
 	f.BoolVar(&o.noWait, "no-wait", false, "create the DeadLetterRedrive and exit")
 	f.DurationVar(&o.timeout, "timeout", 0, "give up waiting after this long (0: wait until it ends); the redrive goes on")
 	return cmd
 }
+
+// redriveReasons are the kqo.reason values the republisher sidecar writes
+// (internal/republisher), the only values spec.filter.reasons can match.
+var redriveReasons = []string{republisher.ReasonRejected, republisher.ReasonReleasedLast,
+	republisher.ReasonLeaseExpired, republisher.ReasonOverAttempted}
 
 func (o *redriveOptions) run(cf *genericclioptions.ConfigFlags, cmd *cobra.Command, route string) error {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
@@ -86,6 +97,9 @@ func (o *redriveOptions) run(cf *genericclioptions.ConfigFlags, cmd *cobra.Comma
 	}
 	var dlr kqv1.DeadLetterRoute
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: route}, &dlr); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("DeadLetterRoute %s/%s not found (kubectl get dlr -n %s lists the routes)", ns, route, ns)
+		}
 		return fmt.Errorf("DeadLetterRoute %s/%s: %w", ns, route, err)
 	}
 	dr := &kqv1.DeadLetterRedrive{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: route + "-"},

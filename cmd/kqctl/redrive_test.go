@@ -57,7 +57,8 @@ func produceDeadLetters(t *testing.T, topic, prefix string, n int, reason func(i
 }
 
 // docs/dead-letter-redrive.md's blocks, verbatim, from the repository root against the rig's
-// cluster local: the route orders-dead of queue orders holds 60 dead letters (30 rejected,
+// cluster local: the route orders-dlq (named as run-local's sample route, which the page
+// points new users at; topic dlq.orders) of queue orders holds 60 dead letters (30 rejected,
 // 30 lease-expired); `kqctl redrive` moves all 60, prints its progress and the summary, and
 // exits 0; kubectl lists the redrive with its printer columns. Then 30 more rejected dead
 // letters arrive and the YAML block's filtered, rate-limited redrive (1 record/s) is cancelled
@@ -68,9 +69,9 @@ func TestRedriveDocsCommands(t *testing.T) {
 	ctx := context.Background()
 	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "orders"}, Spec: kqv1.ShareQueueSpec{
 		ClusterRef: kqv1.ClusterReference{Name: "local"}, Topic: kqv1.QueueTopicSpec{Partitions: 3}}}
-	dlr := &kqv1.DeadLetterRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "orders-dead"}, Spec: kqv1.DeadLetterRouteSpec{
+	dlr := &kqv1.DeadLetterRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "orders-dlq"}, Spec: kqv1.DeadLetterRouteSpec{
 		QueueRef: kqv1.QueueReference{Name: "orders"}, Mode: kqv1.DeadLetterModeRepublisher,
-		Topic: kqv1.DeadLetterTopicSpec{Name: "orders-dead", Partitions: 3}}}
+		Topic: kqv1.DeadLetterTopicSpec{Name: "dlq.orders", Partitions: 3}}}
 	for _, o := range []client.Object{sq, dlr} {
 		if err := k8s.Create(ctx, o); err != nil {
 			t.Fatal(err)
@@ -85,7 +86,7 @@ func TestRedriveDocsCommands(t *testing.T) {
 		}
 		return ""
 	})
-	produceDeadLetters(t, "orders-dead", "first", 60, func(i int) string {
+	produceDeadLetters(t, "dlq.orders", "first", 60, func(i int) string {
 		if i%2 == 0 {
 			return "rejected"
 		}
@@ -105,14 +106,14 @@ func TestRedriveDocsCommands(t *testing.T) {
 		return string(out)
 	}
 	out := runBlock("redrive-kqctl")
-	for _, want := range []string{"deadletterredrive.kafkaqueues.io/orders-dead-", "Complete: 60 of 60 moved, 0 filtered, 0 refused", "60/60 moved",
-		"ROUTE", "MOVED", "TOTAL", "PHASE", "orders-dead"} {
+	for _, want := range []string{"deadletterredrive.kafkaqueues.io/orders-dlq-", "Complete: 60 of 60 moved, 0 filtered, 0 refused", "60/60 moved",
+		"ROUTE", "MOVED", "TOTAL", "PHASE", "orders-dlq"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("redrive-kqctl output lacks %q:\n%s", want, out)
 		}
 	}
 
-	produceDeadLetters(t, "orders-dead", "second", 30, func(int) string { return "rejected" })
+	produceDeadLetters(t, "dlq.orders", "second", 30, func(int) string { return "rejected" })
 	out = runBlock("redrive-yaml")
 	if !strings.Contains(out, "condition met") {
 		t.Errorf("redrive-yaml output:\n%s", out)
@@ -130,11 +131,28 @@ func TestRedriveDocsCommands(t *testing.T) {
 
 	var stdout, stderr bytes.Buffer
 	err := run([]string{"--kubeconfig", kubeconfig, "redrive", "no-such-route"}, &stdout, &stderr)
-	if exitCode(err) != 1 || !strings.Contains(fmt.Sprint(err), "DeadLetterRoute default/no-such-route") {
+	if exitCode(err) != 1 || !strings.Contains(fmt.Sprint(err), "DeadLetterRoute default/no-such-route not found (kubectl get dlr -n default lists the routes)") {
 		t.Errorf("redrive of a missing route: exit %d, %v", exitCode(err), err)
 	}
-	err = run([]string{"--kubeconfig", kubeconfig, "redrive", "orders-dead", "--rate", "0"}, &stdout, &stderr)
+	err = run([]string{"--kubeconfig", kubeconfig, "redrive", "orders-dlq", "--rate", "0"}, &stdout, &stderr)
 	if exitCode(err) != 2 || !strings.Contains(fmt.Sprint(err), "--rate 0") {
 		t.Errorf("--rate 0: exit %d, %v", exitCode(err), err)
+	}
+	// A --reason the republisher never writes would filter every record: a usage error
+	// naming the values it does write, and no DeadLetterRedrive is created.
+	var before kqv1.DeadLetterRedriveList
+	if err := k8s.List(ctx, &before, client.InNamespace("default")); err != nil {
+		t.Fatal(err)
+	}
+	err = run([]string{"--kubeconfig", kubeconfig, "redrive", "orders-dlq", "--reason", "rejectd"}, &stdout, &stderr)
+	if exitCode(err) != 2 || !strings.Contains(fmt.Sprint(err), `--reason "rejectd": want one of rejected, released-on-last-attempt,`) {
+		t.Errorf("--reason rejectd: exit %d, %v", exitCode(err), err)
+	}
+	var after kqv1.DeadLetterRedriveList
+	if err := k8s.List(ctx, &after, client.InNamespace("default")); err != nil {
+		t.Fatal(err)
+	}
+	if len(after.Items) != len(before.Items) {
+		t.Errorf("--reason rejectd created a DeadLetterRedrive: %d before, %d after", len(before.Items), len(after.Items))
 	}
 }

@@ -162,7 +162,7 @@ func (o *resetOptions) run(cf *genericclioptions.ConfigFlags, queue string, stdo
 	var sq kqv1.ShareQueue
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: queue}, &sq); err != nil {
 		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("ShareQueue %s/%s not found", ns, queue)
+			return fmt.Errorf("ShareQueue %s/%s not found (kubectl get sq -n %s lists the queues)", ns, queue, ns)
 		}
 		return fmt.Errorf("reading ShareQueue %s/%s: %w", ns, queue, err)
 	}

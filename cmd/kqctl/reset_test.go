@@ -81,8 +81,11 @@ func resetsOf(t *testing.T, ns, queue string) []kqv1.OffsetReset {
 	return out
 }
 
-// testQueueOperationsDocs runs docs/queue-operations.md's two blocks verbatim through kubectl's
-// plugin lookup, against the queue invoices in namespace shop on KafkaCluster kafka.
+// testQueueOperationsDocs runs docs/queue-operations.md's blocks verbatim through kubectl's
+// plugin lookup, against the queue invoices in namespace shop on KafkaCluster kafka: the
+// setup block (which a user of run-local needs, as the rig has only default/local) after
+// the same objects were made Ready here — it must leave them as they are and still
+// report the queue Ready —, then the kqctl and YAML blocks.
 func testQueueOperationsDocs(t *testing.T, p *pluginPath) {
 	skipShort(t)
 	ensureNamespace(t, "shop")
@@ -94,7 +97,7 @@ func testQueueOperationsDocs(t *testing.T, p *pluginPath) {
 	})
 	dir := t.TempDir()
 	var all []string
-	for _, block := range []string{"queue-ops-kqctl", "queue-ops-yaml"} {
+	for _, block := range []string{"queue-ops-setup", "queue-ops-kqctl", "queue-ops-yaml"} {
 		for _, c := range rig.ShellCommands(rig.DocBlock(t, "docs/queue-operations.md", block)) {
 			out, errOut, err := p.run(t, dir, []string{"KUBECONFIG=" + kubeconfig}, "bash", "-euo", "pipefail", "-c", c)
 			t.Logf("$ %s\n%s%s", c, out, errOut)
@@ -106,8 +109,9 @@ func testQueueOperationsDocs(t *testing.T, p *pluginPath) {
 	}
 	text := strings.Join(all, "\n")
 	for _, want := range []string{
-		"(--to-latest on ShareQueue shop/invoices)",      // purge
-		"TOPIC      PARTITION   BEFORE   TARGET   AFTER", // its per-partition table
+		"sharequeue.kafkaqueues.io/invoices condition met", // setup's kubectl wait
+		"(--to-latest on ShareQueue shop/invoices)",        // purge
+		"TOPIC      PARTITION   BEFORE   TARGET   AFTER",   // its per-partition table
 		"2/2 partitions", // its progress
 		"(--to-datetime 2026-12-01T09:00:00Z on ShareQueue shop/invoices)", // reset-offsets
 		"offsetreset.kafkaqueues.io/invoices-replay created",               // kubectl apply
@@ -152,6 +156,10 @@ func TestResetOffsetsUsageErrors(t *testing.T) {
 		{[]string{"reset-offsets", "q", "--to-latest", "--when-members-present", "Force"}, `--when-members-present "Force": want Wait or Fail`},
 		{[]string{"purge"}, "takes QUEUE (got 0 argument(s))"},
 		{[]string{"purge", "a", "b"}, "takes QUEUE (got 2 argument(s))"},
+		// redrive's usage errors read the same, and a --reason the republisher never
+		// writes is one (it would filter every record).
+		{[]string{"redrive"}, "takes ROUTE (got 0 argument(s))"},
+		{[]string{"redrive", "orders-dlq", "--reason", "rejected,lease-expired"}, `--reason "lease-expired": want one of rejected, released-on-last-attempt, lease-expired-on-last-attempt, delivery-count-above-limit`},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(append(c.args, "--kubeconfig", "/nonexistent"), &out, &errOut)
@@ -166,7 +174,7 @@ func TestPurgeOfMissingQueue(t *testing.T) {
 	skipShort(t)
 	var out, errOut bytes.Buffer
 	err := run([]string{"purge", "no-such-queue", "--kubeconfig", kubeconfig, "-n", "default"}, &out, &errOut)
-	if err == nil || exitCode(err) != 1 || !strings.Contains(err.Error(), "ShareQueue default/no-such-queue not found") {
+	if err == nil || exitCode(err) != 1 || !strings.Contains(err.Error(), "ShareQueue default/no-such-queue not found (kubectl get sq -n default lists the queues)") {
 		t.Errorf("purge of a missing queue: exit %d, %v", exitCode(err), err)
 	}
 	if n := len(resetsOf(t, "default", "no-such-queue")); n != 0 {
