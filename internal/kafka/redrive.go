@@ -123,6 +123,10 @@ type RedriveOptions struct {
 	MaxBatch int
 }
 
+// maxRedriveAborts is how many transactions in a row Redrive lets the session abort (and
+// retries, from the committed position) before it returns an error.
+const maxRedriveAborts = 10
+
 // Redrive moves the records of Source within Bound to Target exactly once: each batch is
 // produced in a Kafka transaction (transactional.id ID) that also commits the read position
 // to consumer group ID (a GroupTransactSession, KIP-98/KIP-447), so after a crash the next
@@ -170,6 +174,10 @@ func (c *Client) Redrive(ctx context.Context, o RedriveOptions) (prog RedrivePro
 	if err != nil {
 		return prog, err
 	}
+	// startAt is where consumption starts on each partition, set once the committed position
+	// is known (startReady); the group's own committed offset wins where it is further on.
+	startReady := make(chan struct{})
+	startAt := map[int32]int64{}
 	opts = append(opts,
 		kgo.TransactionalID(o.ID),
 		kgo.TransactionTimeout(30*time.Second),
@@ -183,6 +191,26 @@ func (c *Client) Redrive(ctx context.Context, o RedriveOptions) (prog RedrivePro
 		kgo.DefaultProduceTopic(o.Target),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 		kgo.FetchMaxWait(500*time.Millisecond),
+		// Consumption starts at the redrive's position (the bound's start, or the committed
+		// position within it), not at the topic's start: the records before it are not this
+		// redrive's, and stepping over them would take offsets-only transactions.
+		kgo.AdjustFetchOffsetsFn(func(actx context.Context, fetched map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+			select {
+			case <-startReady:
+			case <-actx.Done():
+				return nil, actx.Err()
+			}
+			for p, off := range fetched[o.Source] {
+				start, ok := startAt[p]
+				if !ok {
+					continue
+				}
+				if off.EpochOffset().Offset < start {
+					fetched[o.Source][p] = kgo.NewOffset().At(start).WithEpoch(-1)
+				}
+			}
+			return fetched, nil
+		}),
 	)
 	sess, err := kgo.NewGroupTransactSession(opts...)
 	if err != nil {
@@ -211,6 +239,10 @@ func (c *Client) Redrive(ctx context.Context, o RedriveOptions) (prog RedrivePro
 			pos[p] = min(r.At, b.End)
 		}
 	}
+	for p, at := range pos {
+		startAt[p] = at
+	}
+	close(startReady)
 	if err := c.tallyPrefix(ctx, o, bounds, pos, &prog); err != nil {
 		return prog, err
 	}
@@ -240,6 +272,7 @@ func (c *Client) Redrive(ctx context.Context, o RedriveOptions) (prog RedrivePro
 	}
 	began := time.Now()
 	var movedHere int64
+	aborts := 0 // transactions aborted in a row
 	for !done() {
 		if o.Stop != nil && o.Stop() {
 			return prog, nil
@@ -319,9 +352,21 @@ func (c *Client) Redrive(ctx context.Context, o RedriveOptions) (prog RedrivePro
 			return prog, fmt.Errorf("kafka: redrive transaction: %w", err)
 		}
 		if !committedTxn {
-			// A rebalance aborted the transaction: start over from the committed position.
-			return prog, errors.New("kafka: redrive transaction aborted by a group rebalance; restarting from the committed position")
+			// The session aborted the transaction (a rebalance, or the coordinator still
+			// completing the previous one: CONCURRENT_TRANSACTIONS) and rewound the consumer to
+			// the committed position; pos has not moved, so the same records are read again.
+			aborts++
+			if aborts >= maxRedriveAborts {
+				return prog, fmt.Errorf("kafka: %d redrive transactions in a row were aborted (group rebalances or the transaction coordinator busy); restarting from the committed position", aborts)
+			}
+			select {
+			case <-time.After(time.Duration(aborts) * 200 * time.Millisecond):
+			case <-ctx.Done():
+				return prog, ctx.Err()
+			}
+			continue
 		}
+		aborts = 0
 		movedHere += batch.Moved - prog.Moved
 		prog = batch
 		for p, next := range newPos {
