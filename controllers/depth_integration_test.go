@@ -70,8 +70,13 @@ func metricSum(name string, want map[string]string) float64 {
 // waits until it is Ready.
 func (r *testRig) newDepthQueue(t *testing.T, ns, name, reset string) *kqv1.ShareQueue {
 	t.Helper()
+	// The topic and group default to the queue's name, and the package shares one broker and
+	// claims topic: names of their own keep a queue named like another test's (shop/orders,
+	// say) from holding that test's topic or group.
+	unique := fmt.Sprintf("%s-%s-%d", name, ns, time.Now().UnixNano())
 	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: kqv1.ShareQueueSpec{
-		ClusterRef: kqv1.ClusterReference{Name: "local"}, Topic: kqv1.QueueTopicSpec{Partitions: 3},
+		ClusterRef: kqv1.ClusterReference{Name: "local"}, Topic: kqv1.QueueTopicSpec{Name: unique, Partitions: 3},
+		GroupID:  unique,
 		Delivery: kqv1.DeliverySpec{AutoOffsetReset: ptr.To(reset)}}}
 	if err := r.k8s.Create(ctxFor(t), sq); err != nil {
 		t.Fatal(err)
