@@ -76,6 +76,7 @@ func (r *DeadLetterRedriveReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	obs := redriveObservation{Running: r.runners.running(req.NamespacedName, dr.UID)}
 	var route kqv1.DeadLetterRoute
 	var sq kqv1.ShareQueue
+	var kc kqv1.KafkaCluster
 	if err := r.Get(ctx, types.NamespacedName{Namespace: dr.Namespace, Name: dr.Spec.RouteRef.Name}, &route); err == nil {
 		obs.RouteFound = true
 		obs.SourceTopic = route.Status.TopicName
@@ -86,6 +87,12 @@ func (r *DeadLetterRedriveReconciler) Reconcile(ctx context.Context, req ctrl.Re
 		if err := r.Get(ctx, types.NamespacedName{Namespace: dr.Namespace, Name: queue}, &sq); err == nil {
 			obs.QueueFound = true
 			obs.TargetTopic = sq.KafkaTopicName()
+			obs.Cluster = sq.Spec.ClusterRef.Name
+			if err := r.Get(ctx, types.NamespacedName{Namespace: sq.Namespace, Name: obs.Cluster}, &kc); err == nil {
+				obs.ClusterFound = true
+			} else if !apierrors.IsNotFound(err) {
+				return ctrl.Result{}, err
+			}
 		} else if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
 		}
@@ -119,16 +126,11 @@ func (r *DeadLetterRedriveReconciler) Reconcile(ctx context.Context, req ctrl.Re
 			return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 		}
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, r.Status().Patch(ctx, &dr, client.MergeFrom(orig))
+	case redriveFail:
+		return ctrl.Result{}, r.finish(ctx, &dr, kqv1.RedriveFailed, kqv1.ConditionFailed, plan.Reason, plan.Message, nil)
 	}
 
 	// Start or resume: both need the cluster's client.
-	var kc kqv1.KafkaCluster
-	if err := r.Get(ctx, types.NamespacedName{Namespace: sq.Namespace, Name: sq.Spec.ClusterRef.Name}, &kc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
-		}
-		return ctrl.Result{}, err
-	}
 	kctx, cancel := context.WithTimeout(ctx, r.KafkaTimeout)
 	defer cancel()
 	cl, err := pooledClientFor(kctx, r.APIReader, r.Pool, &kc)
