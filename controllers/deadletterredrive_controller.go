@@ -241,7 +241,9 @@ func (r *DeadLetterRedriveReconciler) run(ctx context.Context, stop *atomic.Bool
 			return
 		case isFatalRedriveErr(err):
 			dr.Status.Moved, dr.Status.Filtered, dr.Status.Refused = p.Moved, p.Filtered, p.Refused
-			_ = r.finish(ctx, dr, kqv1.RedriveFailed, kqv1.ConditionFailed, kqv1.ReasonRedriveFailed, withAuthError(cl, err).Error(), &p)
+			if r.finish(ctx, dr, kqv1.RedriveFailed, kqv1.ConditionFailed, kqv1.ReasonRedriveFailed, withAuthError(cl, err).Error(), &p) == nil {
+				r.forget(ctx, cl, dr) // Failed is terminal: its position is never read again
+			}
 			return
 		}
 		logger.Error(err, "redrive interrupted; resuming from the committed position", "retryIn", backoff)

@@ -1,0 +1,77 @@
+package controllers
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+)
+
+// Regression: a redrive that failed (here: its dead-letter topic deleted while it ran) kept
+// its consumer group kqo.redrive.<uid> on the brokers, although a Failed redrive is never
+// resumed; only Complete and Cancelled ones deleted it. It must end Failed and leave no group.
+func TestRedriveDeadLetterTopicDeletedFailsAndLeavesNoGroup(t *testing.T) {
+	r := startRig(t)
+	ns, _, dlqTopic := r.redriveFixture(t)
+	ctx := ctxFor(t)
+	bs := r.kafka.BootstrapServers()
+	var rs []*kgo.Record
+	for i := range 300 {
+		rs = append(rs, deadLetter(fmt.Sprintf("g-%d", i), i%3, "rejected"))
+	}
+	produceRecords(t, bs, dlqTopic, rs)
+	dr := &kqv1.DeadLetterRedrive{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "doomed"}, Spec: kqv1.DeadLetterRedriveSpec{
+		RouteRef: kqv1.RouteReference{Name: "work-dead"}, RateLimit: ptr.To[int32](10)}}
+	if err := r.k8s.Create(ctx, dr); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, func() string {
+		if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(dr), dr); err != nil {
+			return err.Error()
+		}
+		if dr.Status.Moved < 10 {
+			return fmt.Sprintf("moved %d, want at least 10 before deleting the topic", dr.Status.Moved)
+		}
+		return ""
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	group := redriveID(dr)
+	if gs, err := adm.ListGroups(ctx); err != nil || !hasGroup(gs, group) {
+		t.Fatalf("while running, group %s not listed (%v)", group, err)
+	}
+	if _, err := adm.DeleteTopics(ctx, dlqTopic); err != nil {
+		t.Fatal(err)
+	}
+	got := r.waitRedrive(t, client.ObjectKeyFromObject(dr), kqv1.RedriveFailed, 90*time.Second)
+	if c := findCondition(got.Status.Conditions, kqv1.ConditionFailed); c == nil || c.Status != metav1.ConditionTrue || c.Reason != kqv1.ReasonRedriveFailed {
+		t.Errorf("Failed condition %+v", c)
+	}
+	t.Logf("failed with: %s", findCondition(got.Status.Conditions, kqv1.ConditionFailed).Message)
+	eventually(t, 30*time.Second, func() string {
+		gs, err := adm.ListGroups(ctx)
+		if err != nil {
+			return err.Error()
+		}
+		if hasGroup(gs, group) {
+			return fmt.Sprintf("group %s still exists after the redrive failed", group)
+		}
+		return ""
+	})
+}
+
+func hasGroup(gs kadm.ListedGroups, group string) bool {
+	_, ok := gs[group]
+	return ok
+}
