@@ -171,16 +171,27 @@ func (r *DeadLetterRedriveReconciler) Reconcile(ctx context.Context, req ctrl.Re
 		emitEvent(r.Recorder, &dr, corev1.EventTypeNormal, kqv1.ReasonRedriveStarted, "Redrive",
 			fmt.Sprintf("moving up to %d records from %s to %s", dr.Status.Total, obs.SourceTopic, obs.TargetTopic))
 	}
-	r.runners.start(req.NamespacedName, dr.UID, func(ctx context.Context, stop *atomic.Bool) {
-		r.run(ctx, stop, dr.DeepCopy(), cl)
+	r.runners.start(req.NamespacedName, dr.UID, func(ctx context.Context, run *redriveRun) {
+		r.run(ctx, run, dr.DeepCopy(), cl)
 	})
 	return ctrl.Result{}, nil
 }
 
 // run moves the records of one redrive until it is done, cancelled, deleted or the manager
 // stops, retrying failed transactions from the committed position.
-func (r *DeadLetterRedriveReconciler) run(ctx context.Context, stop *atomic.Bool, dr *kqv1.DeadLetterRedrive, cl *kafka.Client) {
+func (r *DeadLetterRedriveReconciler) run(ctx context.Context, run *redriveRun, dr *kqv1.DeadLetterRedrive, cl *kafka.Client) {
 	logger := log.FromContext(ctx).WithValues("deadletterredrive", client.ObjectKeyFromObject(dr))
+	stop := &run.stop
+	defer func() {
+		if run.abandoned.Load() {
+			// The object is gone: nothing will read its position again. Its group is deleted
+			// now that Redrive returned (its client left the group); the manager's own
+			// context may be ending, so the deletion gets its own.
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.KafkaTimeout)
+			defer cancel()
+			r.forget(fctx, cl, dr)
+		}
+	}()
 	if dr.Spec.Cancel {
 		stop.Store(true)
 	}
@@ -396,7 +407,9 @@ type redriveRun struct {
 	uid    types.UID
 	cancel context.CancelFunc
 	stop   atomic.Bool
-	done   chan struct{}
+	// abandoned: the object was deleted; the run deletes its consumer group on return.
+	abandoned atomic.Bool
+	done      chan struct{}
 }
 
 func (rs *redriveRunners) NeedLeaderElection() bool { return true }
@@ -438,7 +451,7 @@ func (rs *redriveRunners) running(key types.NamespacedName, uid types.UID) bool 
 
 // start runs fn for key unless a run of the same object is active; a run of an older object
 // of the same name is cancelled first.
-func (rs *redriveRunners) start(key types.NamespacedName, uid types.UID, fn func(context.Context, *atomic.Bool)) {
+func (rs *redriveRunners) start(key types.NamespacedName, uid types.UID, fn func(context.Context, *redriveRun)) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if old, ok := rs.m[key]; ok {
@@ -448,6 +461,7 @@ func (rs *redriveRunners) start(key types.NamespacedName, uid types.UID, fn func
 			if old.uid == uid {
 				return
 			}
+			old.abandoned.Store(true) // a new object of the same name: the old one is gone
 			old.cancel()
 		}
 	}
@@ -459,7 +473,7 @@ func (rs *redriveRunners) start(key types.NamespacedName, uid types.UID, fn func
 		defer rs.wg.Done()
 		defer close(run.done)
 		defer cancel()
-		fn(ctx, &run.stop)
+		fn(ctx, run)
 	}()
 }
 
@@ -474,6 +488,7 @@ func (rs *redriveRunners) stop(key types.NamespacedName, abandon bool) {
 	}
 	run.stop.Store(true)
 	if abandon {
+		run.abandoned.Store(true)
 		run.cancel()
 		delete(rs.m, key)
 	}

@@ -75,3 +75,60 @@ func hasGroup(gs kadm.ListedGroups, group string) bool {
 	_, ok := gs[group]
 	return ok
 }
+
+// Regression: a DeadLetterRedrive deleted while it ran stopped its mover but left its
+// consumer group kqo.redrive.<uid> on the brokers until Kafka's offset expiry (7 days by
+// default). The mover must stop (nothing more reaches the queue's topic) and the group go.
+func TestRedriveDeletedWhileRunningStopsAndLeavesNoGroup(t *testing.T) {
+	r := startRig(t)
+	ns, queueTopic, dlqTopic := r.redriveFixture(t)
+	ctx := ctxFor(t)
+	bs := r.kafka.BootstrapServers()
+	var rs []*kgo.Record
+	for i := range 300 {
+		rs = append(rs, deadLetter(fmt.Sprintf("d-%d", i), i%3, "rejected"))
+	}
+	produceRecords(t, bs, dlqTopic, rs)
+	dr := &kqv1.DeadLetterRedrive{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dropped"}, Spec: kqv1.DeadLetterRedriveSpec{
+		RouteRef: kqv1.RouteReference{Name: "work-dead"}, RateLimit: ptr.To[int32](10)}}
+	if err := r.k8s.Create(ctx, dr); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, func() string {
+		if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(dr), dr); err != nil {
+			return err.Error()
+		}
+		if dr.Status.Moved < 10 {
+			return fmt.Sprintf("moved %d, want at least 10 before deleting the redrive", dr.Status.Moved)
+		}
+		return ""
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	group := redriveID(dr)
+	if err := r.k8s.Delete(ctx, dr); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() string {
+		gs, err := adm.ListGroups(ctx)
+		if err != nil {
+			return err.Error()
+		}
+		if hasGroup(gs, group) {
+			return fmt.Sprintf("group %s still exists after its DeadLetterRedrive was deleted", group)
+		}
+		return ""
+	})
+	// The mover stopped: the queue's topic holds the same committed records 5 s apart, fewer
+	// than the 300 the redrive would have moved.
+	first := len(readCommitted(t, bs, queueTopic, 3*time.Second))
+	time.Sleep(5 * time.Second)
+	second := len(readCommitted(t, bs, queueTopic, 3*time.Second))
+	if first != second || second >= 300 {
+		t.Errorf("queue topic records %d then %d after the redrive was deleted: its mover goes on", first, second)
+	}
+}
