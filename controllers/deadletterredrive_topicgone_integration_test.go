@@ -14,20 +14,20 @@ import (
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 )
 
-// Regression: a redrive that failed (here: its dead-letter topic deleted while it ran) kept
-// its consumer group kqo.redrive.<uid> on the brokers, although a Failed redrive is never
-// resumed; only Complete and Cancelled ones deleted it. It must end Failed and leave no group.
-func TestRedriveDeadLetterTopicDeletedFailsAndLeavesNoGroup(t *testing.T) {
-	r := startRig(t)
-	ns, _, dlqTopic := r.redriveFixture(t)
+// slowRedrive builds redriveFixture, writes 300 dead letters and starts a redrive named name
+// at 10 records/s, waiting until it moved at least 10; it returns the fixture's names, the
+// redrive as last read, and an admin client of the rig's broker.
+func (r *testRig) slowRedrive(t *testing.T, name string) (ns, queueTopic, dlqTopic string, dr *kqv1.DeadLetterRedrive, adm *kadm.Client) {
+	t.Helper()
+	ns, queueTopic, dlqTopic = r.redriveFixture(t)
 	ctx := ctxFor(t)
 	bs := r.kafka.BootstrapServers()
 	var rs []*kgo.Record
 	for i := range 300 {
-		rs = append(rs, deadLetter(fmt.Sprintf("g-%d", i), i%3, "rejected"))
+		rs = append(rs, deadLetter(fmt.Sprintf("%s-%d", name, i), i%3, "rejected"))
 	}
 	produceRecords(t, bs, dlqTopic, rs)
-	dr := &kqv1.DeadLetterRedrive{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "doomed"}, Spec: kqv1.DeadLetterRedriveSpec{
+	dr = &kqv1.DeadLetterRedrive{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: kqv1.DeadLetterRedriveSpec{
 		RouteRef: kqv1.RouteReference{Name: "work-dead"}, RateLimit: ptr.To[int32](10)}}
 	if err := r.k8s.Create(ctx, dr); err != nil {
 		t.Fatal(err)
@@ -37,7 +37,7 @@ func TestRedriveDeadLetterTopicDeletedFailsAndLeavesNoGroup(t *testing.T) {
 			return err.Error()
 		}
 		if dr.Status.Moved < 10 {
-			return fmt.Sprintf("moved %d, want at least 10 before deleting the topic", dr.Status.Moved)
+			return fmt.Sprintf("moved %d, want at least 10 before the test acts", dr.Status.Moved)
 		}
 		return ""
 	})
@@ -45,8 +45,17 @@ func TestRedriveDeadLetterTopicDeletedFailsAndLeavesNoGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	t.Cleanup(cl.Close)
+	return ns, queueTopic, dlqTopic, dr, kadm.NewClient(cl)
+}
+
+// Regression: a redrive that failed (here: its dead-letter topic deleted while it ran) kept
+// its consumer group kqo.redrive.<uid> on the brokers, although a Failed redrive is never
+// resumed; only Complete and Cancelled ones deleted it. It must end Failed and leave no group.
+func TestRedriveDeadLetterTopicDeletedFailsAndLeavesNoGroup(t *testing.T) {
+	r := startRig(t)
+	ctx := ctxFor(t)
+	_, _, dlqTopic, dr, adm := r.slowRedrive(t, "doomed")
 	group := redriveID(dr)
 	if gs, err := adm.ListGroups(ctx); err != nil || !hasGroup(gs, group) {
 		t.Fatalf("while running, group %s not listed (%v)", group, err)
@@ -81,34 +90,9 @@ func hasGroup(gs kadm.ListedGroups, group string) bool {
 // default). The mover must stop (nothing more reaches the queue's topic) and the group go.
 func TestRedriveDeletedWhileRunningStopsAndLeavesNoGroup(t *testing.T) {
 	r := startRig(t)
-	ns, queueTopic, dlqTopic := r.redriveFixture(t)
 	ctx := ctxFor(t)
+	_, queueTopic, _, dr, adm := r.slowRedrive(t, "dropped")
 	bs := r.kafka.BootstrapServers()
-	var rs []*kgo.Record
-	for i := range 300 {
-		rs = append(rs, deadLetter(fmt.Sprintf("d-%d", i), i%3, "rejected"))
-	}
-	produceRecords(t, bs, dlqTopic, rs)
-	dr := &kqv1.DeadLetterRedrive{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dropped"}, Spec: kqv1.DeadLetterRedriveSpec{
-		RouteRef: kqv1.RouteReference{Name: "work-dead"}, RateLimit: ptr.To[int32](10)}}
-	if err := r.k8s.Create(ctx, dr); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 90*time.Second, func() string {
-		if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(dr), dr); err != nil {
-			return err.Error()
-		}
-		if dr.Status.Moved < 10 {
-			return fmt.Sprintf("moved %d, want at least 10 before deleting the redrive", dr.Status.Moved)
-		}
-		return ""
-	})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bs...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
 	group := redriveID(dr)
 	if err := r.k8s.Delete(ctx, dr); err != nil {
 		t.Fatal(err)
