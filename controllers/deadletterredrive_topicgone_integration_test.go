@@ -68,21 +68,28 @@ func TestRedriveDeadLetterTopicDeletedFailsAndLeavesNoGroup(t *testing.T) {
 		t.Errorf("Failed condition %+v", c)
 	}
 	t.Logf("failed with: %s", findCondition(got.Status.Conditions, kqv1.ConditionFailed).Message)
-	eventually(t, 30*time.Second, func() string {
-		gs, err := adm.ListGroups(ctx)
-		if err != nil {
-			return err.Error()
-		}
-		if hasGroup(gs, group) {
-			return fmt.Sprintf("group %s still exists after the redrive failed", group)
-		}
-		return ""
-	})
+	waitGroupGone(t, adm, group, "the redrive failed")
 }
 
 func hasGroup(gs kadm.ListedGroups, group string) bool {
 	_, ok := gs[group]
 	return ok
+}
+
+// waitGroupGone waits up to 30 s until ListGroups no longer lists group, gone since what
+// happened (for the failure message).
+func waitGroupGone(t *testing.T, adm *kadm.Client, group, since string) {
+	t.Helper()
+	eventually(t, 30*time.Second, func() string {
+		gs, err := adm.ListGroups(ctxFor(t))
+		if err != nil {
+			return err.Error()
+		}
+		if hasGroup(gs, group) {
+			return fmt.Sprintf("group %s still exists after %s", group, since)
+		}
+		return ""
+	})
 }
 
 // Regression: a DeadLetterRedrive deleted while it ran stopped its mover but left its
@@ -97,16 +104,7 @@ func TestRedriveDeletedWhileRunningStopsAndLeavesNoGroup(t *testing.T) {
 	if err := r.k8s.Delete(ctx, dr); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, func() string {
-		gs, err := adm.ListGroups(ctx)
-		if err != nil {
-			return err.Error()
-		}
-		if hasGroup(gs, group) {
-			return fmt.Sprintf("group %s still exists after its DeadLetterRedrive was deleted", group)
-		}
-		return ""
-	})
+	waitGroupGone(t, adm, group, "its DeadLetterRedrive was deleted")
 	// The mover stopped: the queue's topic holds the same committed records 5 s apart, fewer
 	// than the 300 the redrive would have moved.
 	first := len(readCommitted(t, bs, queueTopic, 3*time.Second))
