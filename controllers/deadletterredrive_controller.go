@@ -76,6 +76,7 @@ func (r *DeadLetterRedriveReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	obs := redriveObservation{Running: r.runners.running(req.NamespacedName, dr.UID)}
 	var route kqv1.DeadLetterRoute
 	var sq kqv1.ShareQueue
+	var kc kqv1.KafkaCluster
 	if err := r.Get(ctx, types.NamespacedName{Namespace: dr.Namespace, Name: dr.Spec.RouteRef.Name}, &route); err == nil {
 		obs.RouteFound = true
 		obs.SourceTopic = route.Status.TopicName
@@ -86,6 +87,12 @@ func (r *DeadLetterRedriveReconciler) Reconcile(ctx context.Context, req ctrl.Re
 		if err := r.Get(ctx, types.NamespacedName{Namespace: dr.Namespace, Name: queue}, &sq); err == nil {
 			obs.QueueFound = true
 			obs.TargetTopic = sq.KafkaTopicName()
+			obs.Cluster = sq.Spec.ClusterRef.Name
+			if err := r.Get(ctx, types.NamespacedName{Namespace: sq.Namespace, Name: obs.Cluster}, &kc); err == nil {
+				obs.ClusterFound = true
+			} else if !apierrors.IsNotFound(err) {
+				return ctrl.Result{}, err
+			}
 		} else if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
 		}
@@ -119,16 +126,11 @@ func (r *DeadLetterRedriveReconciler) Reconcile(ctx context.Context, req ctrl.Re
 			return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 		}
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, r.Status().Patch(ctx, &dr, client.MergeFrom(orig))
+	case redriveFail:
+		return ctrl.Result{}, r.finish(ctx, &dr, kqv1.RedriveFailed, kqv1.ConditionFailed, plan.Reason, plan.Message, nil)
 	}
 
 	// Start or resume: both need the cluster's client.
-	var kc kqv1.KafkaCluster
-	if err := r.Get(ctx, types.NamespacedName{Namespace: sq.Namespace, Name: sq.Spec.ClusterRef.Name}, &kc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
-		}
-		return ctrl.Result{}, err
-	}
 	kctx, cancel := context.WithTimeout(ctx, r.KafkaTimeout)
 	defer cancel()
 	cl, err := pooledClientFor(kctx, r.APIReader, r.Pool, &kc)
@@ -169,16 +171,27 @@ func (r *DeadLetterRedriveReconciler) Reconcile(ctx context.Context, req ctrl.Re
 		emitEvent(r.Recorder, &dr, corev1.EventTypeNormal, kqv1.ReasonRedriveStarted, "Redrive",
 			fmt.Sprintf("moving up to %d records from %s to %s", dr.Status.Total, obs.SourceTopic, obs.TargetTopic))
 	}
-	r.runners.start(req.NamespacedName, dr.UID, func(ctx context.Context, stop *atomic.Bool) {
-		r.run(ctx, stop, dr.DeepCopy(), cl)
+	r.runners.start(req.NamespacedName, dr.UID, func(ctx context.Context, run *redriveRun) {
+		r.run(ctx, run, dr.DeepCopy(), cl)
 	})
 	return ctrl.Result{}, nil
 }
 
 // run moves the records of one redrive until it is done, cancelled, deleted or the manager
 // stops, retrying failed transactions from the committed position.
-func (r *DeadLetterRedriveReconciler) run(ctx context.Context, stop *atomic.Bool, dr *kqv1.DeadLetterRedrive, cl *kafka.Client) {
+func (r *DeadLetterRedriveReconciler) run(ctx context.Context, run *redriveRun, dr *kqv1.DeadLetterRedrive, cl *kafka.Client) {
 	logger := log.FromContext(ctx).WithValues("deadletterredrive", client.ObjectKeyFromObject(dr))
+	stop := &run.stop
+	defer func() {
+		if run.abandoned.Load() {
+			// The object is gone: nothing will read its position again. Its group is deleted
+			// now that Redrive returned (its client left the group); the manager's own
+			// context may be ending, so the deletion gets its own.
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.KafkaTimeout)
+			defer cancel()
+			r.forget(fctx, cl, dr)
+		}
+	}()
 	if dr.Spec.Cancel {
 		stop.Store(true)
 	}
@@ -239,7 +252,9 @@ func (r *DeadLetterRedriveReconciler) run(ctx context.Context, stop *atomic.Bool
 			return
 		case isFatalRedriveErr(err):
 			dr.Status.Moved, dr.Status.Filtered, dr.Status.Refused = p.Moved, p.Filtered, p.Refused
-			_ = r.finish(ctx, dr, kqv1.RedriveFailed, kqv1.ConditionFailed, kqv1.ReasonRedriveFailed, withAuthError(cl, err).Error(), &p)
+			if r.finish(ctx, dr, kqv1.RedriveFailed, kqv1.ConditionFailed, kqv1.ReasonRedriveFailed, withAuthError(cl, err).Error(), &p) == nil {
+				r.forget(ctx, cl, dr) // Failed is terminal: its position is never read again
+			}
 			return
 		}
 		logger.Error(err, "redrive interrupted; resuming from the committed position", "retryIn", backoff)
@@ -392,7 +407,9 @@ type redriveRun struct {
 	uid    types.UID
 	cancel context.CancelFunc
 	stop   atomic.Bool
-	done   chan struct{}
+	// abandoned: the object was deleted; the run deletes its consumer group on return.
+	abandoned atomic.Bool
+	done      chan struct{}
 }
 
 func (rs *redriveRunners) NeedLeaderElection() bool { return true }
@@ -434,7 +451,7 @@ func (rs *redriveRunners) running(key types.NamespacedName, uid types.UID) bool 
 
 // start runs fn for key unless a run of the same object is active; a run of an older object
 // of the same name is cancelled first.
-func (rs *redriveRunners) start(key types.NamespacedName, uid types.UID, fn func(context.Context, *atomic.Bool)) {
+func (rs *redriveRunners) start(key types.NamespacedName, uid types.UID, fn func(context.Context, *redriveRun)) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if old, ok := rs.m[key]; ok {
@@ -444,6 +461,7 @@ func (rs *redriveRunners) start(key types.NamespacedName, uid types.UID, fn func
 			if old.uid == uid {
 				return
 			}
+			old.abandoned.Store(true) // a new object of the same name: the old one is gone
 			old.cancel()
 		}
 	}
@@ -455,7 +473,7 @@ func (rs *redriveRunners) start(key types.NamespacedName, uid types.UID, fn func
 		defer rs.wg.Done()
 		defer close(run.done)
 		defer cancel()
-		fn(ctx, &run.stop)
+		fn(ctx, run)
 	}()
 }
 
@@ -470,6 +488,7 @@ func (rs *redriveRunners) stop(key types.NamespacedName, abandon bool) {
 	}
 	run.stop.Store(true)
 	if abandon {
+		run.abandoned.Store(true)
 		run.cancel()
 		delete(rs.m, key)
 	}

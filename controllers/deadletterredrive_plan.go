@@ -19,8 +19,11 @@ const defaultMaxRedrives = 3
 
 // redriveObservation is what a DeadLetterRedrive reconcile read before planning.
 type redriveObservation struct {
-	// RouteFound, QueueFound: the route and its ShareQueue exist.
-	RouteFound, QueueFound bool
+	// RouteFound, QueueFound, ClusterFound: the route, its ShareQueue and the queue's
+	// KafkaCluster exist (the cluster is looked up only when the queue was found).
+	RouteFound, QueueFound, ClusterFound bool
+	// Cluster is the queue's spec.clusterRef.name (empty without the queue).
+	Cluster string
 	// SourceTopic is the route's dead-letter topic (status.topicName, empty until the route
 	// resolved it); TargetTopic the queue's topic.
 	SourceTopic, TargetTopic string
@@ -45,6 +48,9 @@ const (
 	redriveStop
 	// redriveCancelNow: nothing runs; mark Cancelled.
 	redriveCancelNow
+	// redriveFail: a started redrive cannot be resumed (its route, queue or cluster is gone):
+	// mark Failed with Reason/Message.
+	redriveFail
 )
 
 type redrivePlan struct {
@@ -61,11 +67,13 @@ func planRedrive(dr *kqv1.DeadLetterRedrive, obs redriveObservation) redrivePlan
 		}
 		return redrivePlan{Action: redriveNothing}
 	}
+	started := dr.Status.Phase == kqv1.RedriveRunning && len(dr.Status.Bound) > 0
+	gone := redriveGone(dr, obs)
 	if dr.Spec.Cancel {
 		switch {
 		case obs.Running:
 			return redrivePlan{Action: redriveStop}
-		case dr.Status.Phase == kqv1.RedriveRunning && len(dr.Status.Bound) > 0:
+		case started && gone.Action == redriveNothing:
 			// Started by a manager that is gone: resume stopped, which reads the committed
 			// position and counts, then ends Cancelled with them.
 			return redrivePlan{Action: redriveResume}
@@ -75,7 +83,12 @@ func planRedrive(dr *kqv1.DeadLetterRedrive, obs redriveObservation) redrivePlan
 	if obs.Running {
 		return redrivePlan{Action: redriveNothing}
 	}
-	if dr.Status.Phase == kqv1.RedriveRunning && len(dr.Status.Bound) > 0 {
+	if started {
+		// Resuming needs the queue's cluster (its client); without it the redrive could
+		// never go on, so it fails rather than staying Running for ever.
+		if gone.Action != redriveNothing {
+			return gone
+		}
 		return redrivePlan{Action: redriveResume}
 	}
 	switch {
@@ -88,11 +101,33 @@ func planRedrive(dr *kqv1.DeadLetterRedrive, obs redriveObservation) redrivePlan
 	case !obs.QueueFound:
 		return redrivePlan{redriveWait, kqv1.ReasonQueueNotFound,
 			fmt.Sprintf("the ShareQueue of DeadLetterRoute %s does not exist", dr.Spec.RouteRef.Name)}
+	case !obs.ClusterFound:
+		return redrivePlan{redriveWait, kqv1.ReasonClusterNotFound,
+			fmt.Sprintf("KafkaCluster %s/%s of the route's ShareQueue does not exist", dr.Namespace, obs.Cluster)}
 	case obs.Blocker != "":
 		return redrivePlan{redriveWait, kqv1.ReasonRedriveWaiting,
 			fmt.Sprintf("DeadLetterRedrive %s of the same route (spec.routeRef.name %s) is active; one redrive per route runs at a time", obs.Blocker, dr.Spec.RouteRef.Name)}
 	}
 	return redrivePlan{Action: redriveStart}
+}
+
+// redriveGone is, for a redrive whose bound is recorded, the Failed plan naming the first of
+// its route, queue and cluster that no longer exists; action redriveNothing when all three
+// exist. Pure.
+func redriveGone(dr *kqv1.DeadLetterRedrive, obs redriveObservation) redrivePlan {
+	const lost = "; the redrive cannot go on: %d of %d records were moved before it stopped"
+	switch {
+	case !obs.RouteFound:
+		return redrivePlan{redriveFail, kqv1.ReasonRouteNotFound,
+			fmt.Sprintf("spec.routeRef.name: DeadLetterRoute %s/%s no longer exists"+lost, dr.Namespace, dr.Spec.RouteRef.Name, dr.Status.Moved, dr.Status.Total)}
+	case !obs.QueueFound:
+		return redrivePlan{redriveFail, kqv1.ReasonQueueNotFound,
+			fmt.Sprintf("the ShareQueue of DeadLetterRoute %s no longer exists"+lost, dr.Spec.RouteRef.Name, dr.Status.Moved, dr.Status.Total)}
+	case !obs.ClusterFound:
+		return redrivePlan{redriveFail, kqv1.ReasonClusterNotFound,
+			fmt.Sprintf("KafkaCluster %s/%s of the route's ShareQueue no longer exists"+lost, dr.Namespace, obs.Cluster, dr.Status.Moved, dr.Status.Total)}
+	}
+	return redrivePlan{Action: redriveNothing}
 }
 
 // goesFirst reports whether redrive a runs before b on the same route: an older

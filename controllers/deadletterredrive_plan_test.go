@@ -75,7 +75,8 @@ func TestRedriveRewriter(t *testing.T) {
 }
 
 func TestPlanRedrive(t *testing.T) {
-	ready := redriveObservation{RouteFound: true, QueueFound: true, SourceTopic: "dlq.q", TargetTopic: "q"}
+	ready := redriveObservation{RouteFound: true, QueueFound: true, ClusterFound: true, Cluster: "local", SourceTopic: "dlq.q", TargetTopic: "q"}
+	without := func(f func(*redriveObservation)) redriveObservation { o := ready; f(&o); return o }
 	running := kqv1.DeadLetterRedriveStatus{Phase: kqv1.RedriveRunning, Bound: []kqv1.PartitionBound{{Partition: 0, EndOffset: 5}}}
 	for _, tc := range []struct {
 		name   string
@@ -92,6 +93,15 @@ func TestPlanRedrive(t *testing.T) {
 		{"queue missing", kqv1.DeadLetterRedriveSpec{}, kqv1.DeadLetterRedriveStatus{}, redriveObservation{RouteFound: true, SourceTopic: "dlq.q"}, redriveWait, kqv1.ReasonQueueNotFound, "ShareQueue"},
 		{"another redrive first", kqv1.DeadLetterRedriveSpec{}, kqv1.DeadLetterRedriveStatus{}, func() redriveObservation { o := ready; o.Blocker = "older"; return o }(), redriveWait, kqv1.ReasonRedriveWaiting, "DeadLetterRedrive older"},
 		{"bound recorded, nothing runs here: resume", kqv1.DeadLetterRedriveSpec{}, running, ready, redriveResume, "", ""},
+		{"cluster missing before the start: wait", kqv1.DeadLetterRedriveSpec{}, kqv1.DeadLetterRedriveStatus{}, without(func(o *redriveObservation) { o.ClusterFound = false }), redriveWait, kqv1.ReasonClusterNotFound, "KafkaCluster ns/local"},
+		// Regression: a started redrive nothing here runs (manager restarted) whose route, queue
+		// or cluster was deleted was resumed without a cluster: the reconcile failed on every
+		// retry and the redrive stayed Running for ever.
+		{"started, route deleted: failed", kqv1.DeadLetterRedriveSpec{}, running, redriveObservation{}, redriveFail, kqv1.ReasonRouteNotFound, "DeadLetterRoute ns/r no longer exists"},
+		{"started, queue deleted: failed", kqv1.DeadLetterRedriveSpec{}, running, redriveObservation{RouteFound: true, SourceTopic: "dlq.q"}, redriveFail, kqv1.ReasonQueueNotFound, "ShareQueue of DeadLetterRoute r no longer exists"},
+		{"started, cluster deleted: failed", kqv1.DeadLetterRedriveSpec{}, running, without(func(o *redriveObservation) { o.ClusterFound = false }), redriveFail, kqv1.ReasonClusterNotFound, "KafkaCluster ns/local"},
+		{"started, cluster deleted, but running here: nothing", kqv1.DeadLetterRedriveSpec{}, running, without(func(o *redriveObservation) { o.ClusterFound = false; o.Running = true }), redriveNothing, "", ""},
+		{"cancel of a started redrive whose queue is gone: cancelled now", kqv1.DeadLetterRedriveSpec{Cancel: true}, running, redriveObservation{RouteFound: true}, redriveCancelNow, "", ""},
 		{"running here: nothing", kqv1.DeadLetterRedriveSpec{}, running, func() redriveObservation { o := ready; o.Running = true; return o }(), redriveNothing, "", ""},
 		{"cancel while running here: stop", kqv1.DeadLetterRedriveSpec{Cancel: true}, running, func() redriveObservation { o := ready; o.Running = true; return o }(), redriveStop, "", ""},
 		{"cancel of a started redrive nothing here runs: resume, stopped, to record where it stood", kqv1.DeadLetterRedriveSpec{Cancel: true}, running, ready, redriveResume, "", ""},

@@ -198,10 +198,8 @@ func TestDepthSeriesGoAbsentWhenTheQueueCannotBeRead(t *testing.T) {
 	r.makeUnreadable(t, sq)
 	deleted := time.Now()
 	eventually(t, 30*time.Second, func() string {
-		for _, name := range []string{"kafkaqueues_queue_backlog_records", "kafkaqueues_queue_lag_records", "kafkaqueues_queue_oldest_record_age_seconds", "kafkaqueues_queue_depth_unread_partitions"} {
-			if v, ok := metricValue(name, queueSeries(sq)); ok {
-				return fmt.Sprintf("%s still exported (%v) for a queue whose topic is gone", name, v)
-			}
+		if name, v, ok := exportedDepthSeries(sq); ok {
+			return fmt.Sprintf("%s still exported (%v) for a queue whose topic is gone", name, v)
 		}
 		return ""
 	})

@@ -101,6 +101,9 @@ func (p *depthPoller) poll(ctx context.Context) {
 		default:
 			qs := make([]kafka.DepthQuery, 0, len(queues))
 			for _, sq := range queues {
+				if depthNotOwned(sq) != "" {
+					continue
+				}
 				qs = append(qs, kafka.DepthQuery{Topic: sq.Status.TopicName, Group: sq.Status.GroupID, AutoOffsetReset: autoOffsetResetOf(sq)})
 			}
 			topics := make([]string, 0, len(routes))
@@ -135,7 +138,9 @@ func (p *depthPoller) poll(ctx context.Context) {
 			k := depthKey{NamespacedName: types.NamespacedName{Namespace: sq.Namespace, Name: sq.Name}}
 			seen[k] = true
 			q := queueDepthOf{sq: sq, err: readErr, dead: deadOf[sq.Name]}
-			if readErr == "" {
+			if why := depthNotOwned(sq); why != "" {
+				q.err, q.dead = why, nil
+			} else if readErr == "" {
 				q.depth = rep.Queues[sq.Status.GroupID]
 				if q.depth.Err != nil {
 					q.err = q.depth.Err.Error()
@@ -207,6 +212,18 @@ func (p *depthPoller) objectsOf(ctx context.Context, kc *kqv1.KafkaCluster) ([]*
 		ds = append(ds, d)
 	}
 	return qs, ds, nil
+}
+
+// depthNotOwned says why a queue's depth is not read: it was checked and does not own its
+// topic or group (Conflict=True: another ShareQueue's, or a group of another type), so the
+// figures would be another owner's, and an autoscaler following them would add consumers to
+// a group that is not the queue's. Empty when the queue owns both or was not checked yet.
+// Pure.
+func depthNotOwned(sq *kqv1.ShareQueue) string {
+	if _, _, conflict := queueOwnership(sq); conflict != "" {
+		return "not read: ShareQueue " + sq.Name + " does not own its topic or group (Conflict): " + conflict
+	}
+	return ""
 }
 
 // autoOffsetResetOf is the group's share.auto.offset.reset as the queue last observed it

@@ -51,6 +51,10 @@ func CacheOptions(scope Scope) cache.Options {
 		// A redrive is run by the shard of its route: label it as the route is (kqctl
 		// redrive copies the route's kafkaqueues.io/shard label).
 		opts.ByObject[&kqv1.DeadLetterRedrive{}] = cache.ByObject{Label: scope.Selector}
+		// Likewise a reset, by the shard of its queue (kqctl reset-offsets and purge copy the
+		// queue's label): a shard that saw every reset wrote QueueNotFound over the owning
+		// shard's status, even over Complete, which then applied the reset again.
+		opts.ByObject[&kqv1.OffsetReset{}] = cache.ByObject{Label: scope.Selector}
 	}
 	return opts
 }

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/controllers"
 )
 
 // resetOptions are the flags of purge and reset-offsets.
@@ -167,6 +168,11 @@ func (o *resetOptions) run(cf *genericclioptions.ConfigFlags, queue string, stdo
 		return fmt.Errorf("reading ShareQueue %s/%s: %w", ns, queue, err)
 	}
 	or := &kqv1.OffsetReset{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: queue + "-"}, Spec: spec}
+	// A sharded install resets a queue in the shard of the queue (the manager's
+	// --watch-label-selector): carry the queue's shard label over.
+	if v, ok := sq.Labels[controllers.ShardLabel]; ok {
+		or.Labels = map[string]string{controllers.ShardLabel: v}
+	}
 	if err := c.Create(ctx, or); err != nil {
 		return fmt.Errorf("creating the OffsetReset: %w", err)
 	}

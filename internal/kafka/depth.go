@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"regexp"
 	"sort"
 	"strconv"
@@ -529,7 +530,7 @@ func firstBatchTimestamp(b []byte) (time.Time, bool) {
 }
 
 // resetTimestamp is the ListOffsets timestamp of a share.auto.offset.reset value: -2 for
-// earliest, now − d (ms) for by_duration:d; ok is false for latest ("" or unknown values),
+// earliest, now − d (ms, 0 when that is before 1970: see OffsetQuery.At) for by_duration:d; ok is false for latest ("" or unknown values),
 // where a group without state has no backlog.
 func resetTimestamp(reset string, now time.Time) (int64, bool) {
 	switch {
@@ -540,7 +541,7 @@ func resetTimestamp(reset string, now time.Time) (int64, bool) {
 		if err != nil {
 			return 0, false
 		}
-		return now.Add(-d).UnixMilli(), true
+		return timestampQuery(now.Add(-d)), true
 	}
 	return 0, false
 }
@@ -548,28 +549,31 @@ func resetTimestamp(reset string, now time.Time) (int64, bool) {
 var isoDuration = regexp.MustCompile(`^P(?:([0-9]+)D)?(?:T(?:([0-9]+)H)?(?:([0-9]+)M)?(?:([0-9]+(?:\.[0-9]+)?)S)?)?$`)
 
 // ParseISODuration parses the ISO-8601 durations share.auto.offset.reset's by_duration
-// accepts (Java's Duration.parse subset PnDTnHnMn.nS, the ShareQueue API's pattern).
+// accepts (Java's Duration.parse subset PnDTnHnMn.nS, the ShareQueue API's pattern). A
+// duration beyond time.Duration's range (about 292 years, e.g. P1000000D, which Java
+// accepts) is that range's maximum, never a wrapped-around negative.
 func ParseISODuration(s string) (time.Duration, error) {
 	m := isoDuration.FindStringSubmatch(s)
 	if m == nil || s == "P" || strings.HasSuffix(s, "T") {
 		return 0, fmt.Errorf("kafka: %q is not an ISO-8601 duration PnDTnHnMn.nS", s)
 	}
+	const maxDuration = time.Duration(math.MaxInt64)
 	var d time.Duration
-	for i, unit := range []time.Duration{24 * time.Hour, time.Hour, time.Minute} {
+	add := func(n float64, unit time.Duration) {
+		if n*float64(unit) >= float64(maxDuration-d) {
+			d = maxDuration
+			return
+		}
+		d += time.Duration(n * float64(unit))
+	}
+	for i, unit := range []time.Duration{24 * time.Hour, time.Hour, time.Minute, time.Second} {
 		if m[i+1] != "" {
-			n, err := strconv.ParseInt(m[i+1], 10, 64)
+			n, err := strconv.ParseFloat(m[i+1], 64)
 			if err != nil {
 				return 0, err
 			}
-			d += time.Duration(n) * unit
+			add(n, unit)
 		}
-	}
-	if m[4] != "" {
-		f, err := strconv.ParseFloat(m[4], 64)
-		if err != nil {
-			return 0, err
-		}
-		d += time.Duration(f * float64(time.Second))
 	}
 	return d, nil
 }

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"encoding/binary"
+	"math"
 	"testing"
 	"time"
 )
@@ -12,6 +13,13 @@ func TestParseISODuration(t *testing.T) {
 	} {
 		if got, err := ParseISODuration(in); err != nil || got != want {
 			t.Errorf("%s: %v %v, want %v", in, got, err, want)
+		}
+	}
+	// Regression: days beyond time.Duration's range wrapped around to a negative duration,
+	// i.e. a reset time in the future.
+	for _, huge := range []string{"P1000000D", "PT9999999999999H", "P106751DT23H47M16.854775807S", "P200000DT1S"} {
+		if got, err := ParseISODuration(huge); err != nil || got != time.Duration(math.MaxInt64) {
+			t.Errorf("%s: %v %v, want the largest duration", huge, got, err)
 		}
 	}
 	for _, bad := range []string{"P", "PT", "1H", "PT1X", "P1DT"} {
@@ -50,6 +58,13 @@ func TestResetTimestamp(t *testing.T) {
 	}
 	if ts, ok := resetTimestamp("by_duration:PT1S", now); !ok || ts != 9_999_000 {
 		t.Errorf("by_duration: %d %v", ts, ok)
+	}
+	// Regression: by_duration reaching before 1970 gave a negative ListOffsets timestamp,
+	// which Kafka reads as a command (-1 latest, -3 max timestamp) or refuses.
+	for _, v := range []string{"by_duration:PT10001S", "by_duration:P36500D", "by_duration:P1000000D"} {
+		if ts, ok := resetTimestamp(v, now); !ok || ts != 0 {
+			t.Errorf("%s: %d %v, want 0 (the epoch)", v, ts, ok)
+		}
 	}
 	for _, v := range []string{"latest", "", "by_duration:P"} {
 		if _, ok := resetTimestamp(v, now); ok {

@@ -20,7 +20,10 @@ type OffsetQuery struct {
 	// Latest: the log end offset (ListOffsets timestamp -1).
 	Latest bool
 	// At, when neither Earliest nor Latest: the first offset whose record timestamp is at or
-	// after At (ListOffsets by timestamp); a partition without one gives its end offset.
+	// after At (ListOffsets by timestamp); a partition without one gives its end offset. An
+	// instant before 1970 (e.g. byDuration 100y) is sent as 0: record timestamps are never
+	// negative, and Kafka reads a negative ListOffsets timestamp as a command (-1 latest, -3
+	// max timestamp; KIP-734/KIP-1005) or refuses it (UNSUPPORTED_VERSION, measured on 4.4).
 	At time.Time
 }
 
@@ -39,7 +42,7 @@ func (c *Client) ListPartitionOffsets(ctx context.Context, topic string, q Offse
 	case q.Latest:
 		listed, err = c.adm.ListEndOffsets(ctx, topic)
 	default:
-		listed, err = c.adm.ListOffsetsAfterMilli(ctx, q.At.UnixMilli(), topic)
+		listed, err = c.adm.ListOffsetsAfterMilli(ctx, timestampQuery(q.At), topic)
 	}
 	if err != nil {
 		return nil, wrap("ListOffsets", "topic "+topic, err)
@@ -66,6 +69,10 @@ func (c *Client) ListPartitionOffsets(ctx context.Context, topic string, q Offse
 	}
 	return out, nil
 }
+
+// timestampQuery is the ListOffsets timestamp (ms since the epoch) of a query by time: at's,
+// or 0 for an instant before 1970 (see OffsetQuery.At).
+func timestampQuery(at time.Time) int64 { return max(at.UnixMilli(), 0) }
 
 // ShareStartOffsets reads a share group's share-partition start offsets on topic
 // (DescribeShareGroupOffsets, KIP-932; needs share.version >= 1). Partitions the group holds
