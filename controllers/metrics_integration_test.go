@@ -107,3 +107,36 @@ func TestOperatorMetrics(t *testing.T) {
 		return ""
 	})
 }
+
+// A queue's member count is a claim about the group now: when Kafka cannot be reached the
+// series goes away instead of keeping the last count (issue 17: metrics never a frozen old
+// value).
+func TestMembersSeriesGoesAbsentWhenKafkaIsDown(t *testing.T) {
+	r := startRig(t)
+	k, _ := startKafka(t, rig.KafkaOptions{})
+	ns := r.newNamespace(t)
+	r.createCluster(t, ns, "solo", k, nil, func(kc *kqv1.KafkaCluster) string {
+		return condIs(kc.Status.Conditions, kqv1.ConditionConnected, metav1.ConditionTrue, "")
+	})
+	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "members"}, Spec: kqv1.ShareQueueSpec{
+		ClusterRef: kqv1.ClusterReference{Name: "solo"}, Topic: kqv1.QueueTopicSpec{Partitions: 1}}}
+	if err := r.k8s.Create(ctxFor(t), sq); err != nil {
+		t.Fatal(err)
+	}
+	r.waitQueue(t, sq, kqv1.ConditionReady, metav1.ConditionTrue)
+	series := map[string]string{"namespace": ns, "name": sq.Name}
+	eventually(t, 30*time.Second, func() string {
+		if v, ok := metricValue("kafkaqueues_queue_members", series); !ok || v != 0 {
+			return fmt.Sprintf("members series %v (present %v), want 0 for a group nobody joined", v, ok)
+		}
+		return ""
+	})
+	k.StopNode(k.Nodes[0])
+	r.poke(t, sq, "broker-down")
+	eventually(t, 90*time.Second, func() string {
+		if v, ok := metricValue("kafkaqueues_queue_members", series); ok {
+			return fmt.Sprintf("members series still %v with the only broker stopped", v)
+		}
+		return ""
+	})
+}

@@ -97,9 +97,12 @@ type queueScope struct {
 	cl     *kafka.Client
 	obs    queueObservation
 	group  *kqv1.QueueGroupStatus
-	plan   queuePlan
-	res    applyResult
-	logKV  []any // the cluster, topic and group, for the log lines of this reconcile
+	// groupRead is true when this reconcile read the share group (group is not the status's
+	// previous one).
+	groupRead bool
+	plan      queuePlan
+	res       applyResult
+	logKV     []any // the cluster, topic and group, for the log lines of this reconcile
 	// strimziOwned is the Conflict message when a Strimzi KafkaTopic manages the topic: the
 	// plan then keeps no topic write ("" otherwise).
 	strimziOwned string
@@ -263,6 +266,8 @@ func (q *queueScope) observe(ctx context.Context) error {
 	}
 	obs.ReserveLastAttempt = sq.Status.DeadLetter != nil && sq.Status.DeadLetter.Mode == kqv1.DeadLetterModeRepublisher
 	q.obs, q.group = obs, group
+	// observe hands back the status's own group (the same pointer) when it could not read it.
+	q.groupRead = group != nil && group != sq.Status.Group
 	if pinned := sq.Status.TopicID; pinned != "" && obs.Topic.Err == nil && obs.Topic.ID != "" && obs.Topic.ID != pinned {
 		// Another id than the pinned one is TopicIDChanged, a stall: first make sure the pin
 		// is not just stale in the cache (this queue recreated the topic a moment ago and its
@@ -336,8 +341,12 @@ func (q *queueScope) apply(ctx context.Context) error {
 func (q *queueScope) status(ctx context.Context) error {
 	sq, r := q.sq, q.r
 	rep := queueStatus(&sq.Status, q.gen, q.mode, &q.plan, q.res, q.group)
-	if g := q.group; g != nil {
-		queueMembers.WithLabelValues(sq.Namespace, sq.Name).Set(float64(g.Members))
+	if q.groupRead {
+		queueMembers.WithLabelValues(sq.Namespace, sq.Name).Set(float64(q.group.Members))
+	} else {
+		// A group this reconcile could not read has no member count: absent, never the last
+		// one seen (as the depth series).
+		queueMembers.DeleteLabelValues(sq.Namespace, sq.Name)
 	}
 	if rep.DriftDetected != "" {
 		driftDetections.WithLabelValues("ShareQueue", "config").Inc()
@@ -381,12 +390,17 @@ func (q *queueScope) status(ctx context.Context) error {
 
 // waited reports a queue held back by something outside it (queueWaited).
 func (q *queueScope) waited(w *waitError) condInput {
+	// Held back before its group was read (cluster not connected, Kafka unreachable): no
+	// member count, rather than the last one seen.
+	queueMembers.DeleteLabelValues(q.sq.Namespace, q.sq.Name)
 	return queueWaited(&q.sq.Status.Conditions, q.gen, w.Reason, w.Message)
 }
 
 // observe reads the live topic, its configs, the group configs and the share group. The three
 // reads are independent and run concurrently, so with batching on a reconcile waits for one
-// shared round of requests rather than three in a row.
+// shared round of requests rather than three in a row. A share group that cannot be read does
+// not hold the queue back: the group returned is then sq.Status.Group itself (the same
+// pointer, so the caller can tell it was not read).
 func (r *ShareQueueReconciler) observe(ctx context.Context, cl *kafka.Client, sq *kqv1.ShareQueue, cs kqv1.KafkaClusterStatus) (queueObservation, *kqv1.QueueGroupStatus, error) {
 	obs := queueObservation{Cluster: cs}
 	groupID := sq.Status.GroupID
