@@ -350,6 +350,10 @@ func (r *DeadLetterRedriveReconciler) finish(ctx context.Context, dr *kqv1.DeadL
 	now := metav1.Now()
 	cur.Status.Phase = phase
 	cur.Status.CompletionTime = &now
+	if st := cur.Status.StartTime; st != nil && now.Sub(st.Time) > 0 {
+		// The final rate is the whole redrive's average, across manager restarts.
+		cur.Status.RecordsPerSecond = int64(float64(cur.Status.Moved) / now.Sub(st.Time).Seconds())
+	}
 	cur.Status.ObservedGeneration = cur.Generation
 	setCondition(&cur.Status.Conditions, condType, condInput{metav1.ConditionTrue, reason, msg}, cur.Generation)
 	if condType != kqv1.ConditionComplete {

@@ -214,7 +214,8 @@ type DeadLetterRedriveStatus struct {
 	// +optional
 	Refused int64 `json:"refused"`
 	// recordsPerSecond is the average rate records were moved at since the redrive (or the
-	// manager running it) last started, rounded down.
+	// manager running it) last started, rounded down; once the redrive ended, the average
+	// over the whole redrive: moved / (completionTime - startTime).
 	// +optional
 	RecordsPerSecond int64 `json:"recordsPerSecond,omitempty"`
 	// startTime is when the bound was recorded; completionTime when the redrive reached

@@ -134,6 +134,11 @@ func TestRedriveSurvivesManagerKill(t *testing.T) {
 	if dr.Status.Moved != redriveRecords || dr.Status.Total != redriveRecords || dr.Status.Filtered != 0 || dr.Status.Refused != 0 {
 		t.Errorf("status moved/total/filtered/refused %d/%d/%d/%d, want %d/%d/0/0", dr.Status.Moved, dr.Status.Total, dr.Status.Filtered, dr.Status.Refused, redriveRecords, redriveRecords)
 	}
+	// The final rate is the whole redrive's average (moved over completion - start, a kill
+	// and a restart included): above 0, never above the rate limit.
+	if rps := dr.Status.RecordsPerSecond; rps < 1 || rps > int64(*dr.Spec.RateLimit) {
+		t.Errorf("status.recordsPerSecond %d at completion, want the average, 1..%d", rps, *dr.Spec.RateLimit)
+	}
 	stopWatch()
 
 	committed := readTopic(t, bs, "orders", kgo.ReadCommitted())
