@@ -115,6 +115,13 @@ func (s *resetScope) run(ctx context.Context) error {
 		if !apierrors.IsNotFound(err) {
 			return err
 		}
+		if len(or.Status.Partitions) > 0 {
+			// Targets were recorded for the queue's topic and group; with the queue gone they
+			// are not applied to anything (a queue created again under the name may hold
+			// another topic), and waiting would never end.
+			return s.fail(kqv1.ReasonQueueNotFound, fmt.Sprintf("ShareQueue %s/%s (spec.queueRef.name) was deleted after the targets for topic %s and group %s were recorded (%s); nothing more is applied",
+				or.Namespace, or.Spec.QueueRef.Name, or.Status.Topic, or.Status.GroupID, describeTargets(&or.Status)))
+		}
 		return &waitError{Reason: kqv1.ReasonQueueNotFound, After: 10 * time.Second,
 			Message: fmt.Sprintf("ShareQueue %s/%s (spec.queueRef.name) does not exist", or.Namespace, or.Spec.QueueRef.Name)}
 	}

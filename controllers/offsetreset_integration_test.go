@@ -463,6 +463,33 @@ func TestOffsetResetAppliedOnceAcrossRestarts(t *testing.T) {
 	}
 }
 
+// A reset whose queue is deleted after its targets were recorded (a manager stopped between
+// recording and applying, the queue deleted meanwhile) fails, naming the queue and the
+// targets, instead of waiting for a queue that will not come back with that topic.
+func TestOffsetResetOfADeletedQueueFailsOnceTargetsAreRecorded(t *testing.T) {
+	r := startRig(t)
+	ns, sq := r.resetQueueIn(t, "gone", 2)
+	topic, group := sq.Status.TopicName, sq.Status.GroupID
+	r.produceAt(t, topic, "a", 6, 2, time.Time{})
+	leave := r.joinMember(t, group, topic)
+	defer leave()
+	or := r.createReset(t, newReset(ns, sq.Name, func(s *kqv1.OffsetResetSpec) { s.ToLatest = yes }))
+	or = r.waitReset(t, or, 60*time.Second, conditionWith(kqv1.ConditionComplete, metav1.ConditionFalse, kqv1.ReasonMembersPresent))
+	base := or.DeepCopy()
+	recordTargets(&or.Status, nil, map[int32]int64{0: 3, 1: 3}, time.Now(), time.Time{})
+	or.Status.Topic, or.Status.GroupID, or.Status.Phase = topic, group, kqv1.OffsetResetApplying
+	if err := r.k8s.Status().Patch(ctxFor(t), or, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.k8s.Delete(ctxFor(t), sq); err != nil {
+		t.Fatal(err)
+	}
+	or = r.waitReset(t, or, 90*time.Second, conditionWith(kqv1.ConditionFailed, metav1.ConditionTrue, kqv1.ReasonQueueNotFound, "was deleted after the targets", topic, "p0 -→3"))
+	if or.Status.Phase != kqv1.OffsetResetFailed || or.Status.CompletionTime == nil {
+		t.Errorf("phase %s, completionTime %v; want Failed with a completion time", or.Status.Phase, or.Status.CompletionTime)
+	}
+}
+
 // On a cluster formatted at release 4.1 (share.version 0) a reset is held back with
 // Complete=False/ShareGroupsDisabled naming the level and how to finalize it, and nothing is
 // resolved or sent; once share.version 1 is finalized it completes.
