@@ -456,9 +456,10 @@ func (c *Client) tallyPrefix(ctx context.Context, o RedriveOptions, bounds map[i
 // A group that does not exist is not an error.
 func (c *Client) DeleteRedriveGroup(ctx context.Context, id string) error {
 	start := time.Now()
-	resp, err := c.adm.DeleteGroup(ctx, id)
-	if err == nil && resp.Err != nil && !errors.Is(resp.Err, kerr.GroupIDNotFound) {
-		err = resp.Err
+	// kadm's DeleteGroup returns the group's own error as err too.
+	_, err := c.adm.DeleteGroup(ctx, id)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		err = nil
 	}
 	c.record("DeleteGroups", start, err)
 	return err

@@ -115,4 +115,11 @@ func TestRedriveStartsAtItsBoundAndOutlastsOffsetsOnlyTransactions(t *testing.T)
 	if got := readCommitted(t, target2); len(got) != 0 {
 		t.Fatalf("target holds %d records, want none", len(got))
 	}
+	// The finished redrive's group goes; deleting a group that is gone is not an error (the
+	// reconciler deletes it once more after a restart).
+	for i := 0; i < 2; i++ {
+		if err := c.DeleteRedriveGroup(ctxT(t), "redrive-filtered-"+source2); err != nil {
+			t.Fatalf("deleting the redrive's group (%d): %v", i+1, err)
+		}
+	}
 }
