@@ -677,9 +677,18 @@ func checkSidecarFirst(ctx context.Context, t *testing.T, cs kubernetes.Interfac
 			// Timestamps have one-second resolution: the app's own log says whether the
 			// sidecar's API answered its very first call (queueapp logs waiting-for-sidecar
 			// for each failed one before "ready").
-			b, err := cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: "app", LimitBytes: ptrInt64(8192)}).DoRaw(ctx)
-			if err != nil {
-				t.Fatalf("Pod %s: app log: %v", p.Name, err)
+			// The container runs a moment before its first log line is written: read the log
+			// until "ready" is in it, for up to 30 s.
+			var b []byte
+			var err error
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+				b, err = cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: "app", LimitBytes: ptrInt64(8192)}).DoRaw(ctx)
+				if err != nil {
+					t.Fatalf("Pod %s: app log: %v", p.Name, err)
+				}
+				if strings.Contains(string(b), `"msg":"ready"`) || time.Now().After(deadline) {
+					break
+				}
 			}
 			head, _, found := strings.Cut(string(b), `"msg":"ready"`)
 			if !found {
