@@ -207,8 +207,8 @@ func TestCheckCatchesEachFalseClaim(t *testing.T) {
 	if err != nil || res[g] != nil {
 		t.Fatalf("altering %s: %v %v", g, err, res[g])
 	}
-	// handwritten: statuses written by hand — a queue's partitions, a cluster's broker count
-	// and share.version.
+	// handwritten: statuses written by hand — a queue's partitions, a cluster's broker count,
+	// share.version and brokerNativeDLQ.
 	hw := qs["handwritten"]
 	hw.Status.Partitions = 9
 	if err := s.k8s.Status().Update(ctx, hw); err != nil {
@@ -217,7 +217,7 @@ func TestCheckCatchesEachFalseClaim(t *testing.T) {
 	if err := s.k8s.Get(ctx, client.ObjectKeyFromObject(liar), liar); err != nil {
 		t.Fatal(err)
 	}
-	liar.Status.BrokerCount, liar.Status.ShareVersion = 3, 1
+	liar.Status.BrokerCount, liar.Status.ShareVersion, liar.Status.BrokerNativeDLQ = 3, 1, false
 	if err := s.k8s.Status().Update(ctx, liar); err != nil {
 		t.Fatal(err)
 	}
@@ -226,8 +226,10 @@ func TestCheckCatchesEachFalseClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustItems(s.admin.DeleteTopics(ctx, dlr.Status.TopicName))
-	// classic: a classic consumer group holds the queue's group id, so no share consumer can
-	// join it.
+	// classic: a consumer group of another type holds the queue's group id, so no share
+	// consumer can join it. The check above joined the share group, so it exists (empty):
+	// it is deleted first.
+	mustItems(s.admin.DeleteShareGroups(ctx, qs["classic"].Status.GroupID))
 	cg, err := kgo.NewClient(kgo.SeedBrokers(s.kafka.BootstrapServers()...), kgo.ConsumerGroup(qs["classic"].Status.GroupID),
 		kgo.ConsumeTopics(topic("classic")))
 	if err != nil {
@@ -273,7 +275,7 @@ func TestCheckCatchesEachFalseClaim(t *testing.T) {
 		{"hand-written partitions", KindShareQueue, "handwritten", "status.partitions", []string{"status says 9", "Kafka has 1"}},
 		{"hand-written brokerCount", KindKafkaCluster, "liar", "status.brokerCount", []string{"status says 3", "Kafka has 1"}},
 		{"hand-written share.version", KindKafkaCluster, "liar", "status.shareVersion", []string{"status says 1", "Kafka has 2"}},
-		{"hand-written brokerNativeDLQ inconsistent with share.version", KindKafkaCluster, "liar", "status.brokerNativeDLQ", nil},
+		{"hand-written brokerNativeDLQ inconsistent with share.version", KindKafkaCluster, "liar", "status.brokerNativeDLQ", []string{"status says false", "Kafka has true (share.version 2)"}},
 		{"route's dead-letter topic deleted", KindDeadLetterRoute, "routed-dead", "conditions[RouteActive]", []string{"no topic " + dlr.Status.TopicName}},
 		{"route's dead-letter topic deleted, as the queue says it", KindShareQueue, "routed", "status.deadLetter.topicName", []string{"no topic " + dlr.Status.TopicName}},
 		{"group held by a classic consumer group", KindShareQueue, "classic", "conditions[Ready]", []string{"join failed"}},
