@@ -17,6 +17,9 @@ type ShareJoin struct {
 	MemberEpoch int32
 	// Partitions is the number of partitions of the topic assigned to the member.
 	Partitions int
+	// Heartbeats is the number of ShareGroupHeartbeat requests sent before the assignment
+	// (retries of a coordinator that was not available included; the leave not counted).
+	Heartbeats int
 }
 
 // JoinShareGroup checks that group is a usable share group for topic without taking any
@@ -61,19 +64,24 @@ func (c *Client) JoinShareGroup(ctx context.Context, group, topic string, wait t
 		rctx, cancel := context.WithTimeout(ctx, time.Until(deadline)+5*time.Second)
 		resp, err := req.RequestWith(rctx, c.cl)
 		cancel()
-		if err != nil {
-			return out, wrap("ShareGroupHeartbeat", "group "+group, err)
+		out.Heartbeats++
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
 		}
-		if err := itemErr("ShareGroupHeartbeat", "group "+group, resp.ErrorCode, resp.ErrorMessage); err != nil {
+		if err != nil {
 			// A coordinator moving or loading (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
-			// COORDINATOR_LOAD_IN_PROGRESS) is retried until wait passes, as a consumer would.
-			if kerr.IsRetriable(kerr.ErrorForCode(resp.ErrorCode)) && out.MemberEpoch == 0 && time.Now().Before(deadline) {
+			// COORDINATOR_LOAD_IN_PROGRESS, from FindCoordinator or the heartbeat itself) is
+			// retried until wait passes, as a consumer would.
+			if kerr.IsRetriable(err) && out.MemberEpoch == 0 && time.Now().Before(deadline) {
 				if !sleepCtx(ctx, 200*time.Millisecond) {
 					return out, wrap("ShareGroupHeartbeat", "group "+group, ctx.Err())
 				}
 				continue
 			}
-			return out, err
+			if resp != nil && resp.ErrorCode != 0 {
+				return out, itemErr("ShareGroupHeartbeat", "group "+group, resp.ErrorCode, resp.ErrorMessage)
+			}
+			return out, wrap("ShareGroupHeartbeat", "group "+group, err)
 		}
 		joined = true
 		out.MemberEpoch = resp.MemberEpoch
