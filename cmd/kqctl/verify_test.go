@@ -53,11 +53,11 @@ func verifyWorld(t *testing.T, ns string) *kqv1.ShareQueue {
 	return sq
 }
 
-// The commands of docs/verify.md, verbatim, against a reconciled namespace shop: each exits 0,
+// The commands of docs/verify.md, verbatim, against a reconciled namespace billing: each exits 0,
 // and what they print says every claim held.
 func TestVerifyDocsCommands(t *testing.T) {
 	skipShort(t)
-	verifyWorld(t, "shop")
+	verifyWorld(t, "billing")
 	p := buildPlugin(t)
 	cmds := rig.ShellCommands(rig.DocBlock(t, "docs/verify.md", "verify"))
 	if len(cmds) != 3 {
