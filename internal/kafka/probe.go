@@ -29,8 +29,8 @@ type ShareJoin struct {
 // ShareFetch, so no record is acquired and no delivery count moves.
 //
 // The error is the first failed heartbeat (a *Error whose Err is the Kafka error:
-// UNSUPPORTED_VERSION with share.version 0, INCONSISTENT_GROUP_PROTOCOL or GROUP_ID_NOT_FOUND
-// when the id is taken by a group of another type, GROUP_MAX_SIZE_REACHED at
+// UNSUPPORTED_VERSION with share.version 0; GROUP_ID_NOT_FOUND, message "Group <id> is not a
+// share group.", when a consumer group holds the id (measured on 4.4.0); GROUP_MAX_SIZE_REACHED at
 // group.share.max.size members, GROUP_AUTHORIZATION_FAILED, ...), or ErrNoAssignment when no
 // partition was assigned within wait. The leave's own failure is not reported: the member
 // expires after share.session.timeout.ms anyway.
@@ -148,10 +148,4 @@ func (c *Client) ReceiveOnce(ctx context.Context, group, topic string, wait time
 		}
 	}
 	return len(recs), nil
-}
-
-// IsGroupTypeConflict reports the errors a share-group heartbeat gets when the group id is
-// held by a group of another type (classic or consumer).
-func IsGroupTypeConflict(err error) bool {
-	return errors.Is(err, kerr.InconsistentGroupProtocol) || errors.Is(err, kerr.GroupIDNotFound)
 }

@@ -41,6 +41,7 @@ package verify
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -194,12 +195,7 @@ func Check(ctx context.Context, c client.Reader, opts Options) (Report, error) {
 		}
 		get(r.Namespace, cluster).routes[r.Namespace+"/"+r.Name] = r
 	}
-	keys := make([]string, 0, len(worlds))
-	for k := range worlds {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range sortedKeys(worlds) {
 		w := worlds[k]
 		w.allQueues, w.allRoutes = queues, routes
 		if err := ck.checkWorld(ctx, w); err != nil {
@@ -413,14 +409,8 @@ func readGroups(ctx context.Context, cl *kafka.Client, timeout time.Duration, id
 	return out, nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
-}
+// sortedKeys lists a map's keys in order, so checks and their output are deterministic.
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // topic looks a topic up: its metadata, or why it cannot be compared ("" with ok when it
 // was read, missing reports IsNotFound).
