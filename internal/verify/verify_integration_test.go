@@ -17,8 +17,8 @@ import (
 	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
 )
 
-// A world the operator reconciled — a 4.4 cluster with a plain queue and a queue with an
-// Auto (BrokerNative) route, and a cluster formatted at release 4.1 (share.version finalized
+// A world the operator reconciled — a 4.4 cluster with a plain queue, a queue with a clamped
+// lease and a queue with an Auto (BrokerNative) route, and a cluster formatted at release 4.1 (share.version finalized
 // to 1 by the operator) with an Auto (Republisher) route — holds every claim, and claims of
 // every kind are compared. With Receive, the records a check fetched are released: they are
 // still there for the application, one delivery attempt later.
@@ -38,11 +38,14 @@ func TestCheckReconciledWorldHoldsEveryClaim(t *testing.T) {
 	plain := queue(ns, "plain", "local", kqv1.DeliverySpec{LockDuration: &metav1.Duration{Duration: 45 * time.Second},
 		MaxDeliveryAttempts: ptr.To[int32](4), AutoOffsetReset: ptr.To("earliest")})
 	native := queue(ns, "native", "local", kqv1.DeliverySpec{MaxDeliveryAttempts: ptr.To[int32](3)})
+	// clamped: a lease above the brokers' max, written clamped (source Clamped).
+	clamped := queue(ns, "clamped", "local", kqv1.DeliverySpec{LockDuration: &metav1.Duration{Duration: 2 * time.Hour}})
+	clamped.Spec.BoundsPolicy = kqv1.BoundsPolicyClamp
 	jobs := queue(ns, "jobs", "legacy", kqv1.DeliverySpec{MaxDeliveryAttempts: ptr.To[int32](3)})
 	nativeRoute := route(ns, "native-dead", "native", "", "")
 	jobsRoute := route(ns, "jobs-dead", "jobs", "", "jobs-dead-"+ns)
-	s.create(t, local, legacy, plain, native, jobs, nativeRoute, jobsRoute)
-	for _, o := range []client.Object{local, legacy, plain, native, jobs, nativeRoute, jobsRoute} {
+	s.create(t, local, legacy, plain, native, clamped, jobs, nativeRoute, jobsRoute)
+	for _, o := range []client.Object{local, legacy, plain, native, clamped, jobs, nativeRoute, jobsRoute} {
 		s.waitTrue(t, o, kqv1.ConditionReady)
 	}
 	if nativeRoute.Status.EffectiveMode != kqv1.DeadLetterModeBrokerNative || jobsRoute.Status.EffectiveMode != kqv1.DeadLetterModeRepublisher {
@@ -71,8 +74,11 @@ func TestCheckReconciledWorldHoldsEveryClaim(t *testing.T) {
 	for _, u := range rep.Unverifiable {
 		t.Errorf("unverifiable with every cluster up: %s", u)
 	}
-	if rep.Objects != 7 {
-		t.Errorf("Objects = %d, want 7", rep.Objects)
+	if rep.Objects != 8 {
+		t.Errorf("Objects = %d, want 8", rep.Objects)
+	}
+	if e := clamped.Status.Effective; e == nil || e.LockDuration == nil || e.LockDuration.Source != kqv1.SourceClamped {
+		t.Errorf("queue clamped: effective %+v, want lockDuration with source Clamped (the claim this world must include)", e)
 	}
 	for _, kind := range []string{KindKafkaCluster, KindShareQueue, KindDeadLetterRoute} {
 		if rep.ClaimsByKind[kind] == 0 {
