@@ -49,6 +49,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -158,6 +159,16 @@ func Check(ctx context.Context, c client.Reader, opts Options) (Report, error) {
 	}
 	ck := &checker{c: c, opts: opts, rep: Report{ClaimsByKind: map[string]int{}, Findings: []Finding{}, Unverifiable: []string{}}}
 	ck.rep.Objects = len(kcs.Items) + len(sqs.Items) + len(dlrs.Items)
+	ck.listedVersion = make(map[string]string, ck.rep.Objects)
+	for _, o := range kcs.Items {
+		ck.listedVersion[KindKafkaCluster+" "+o.Namespace+"/"+o.Name] = o.ResourceVersion
+	}
+	for _, o := range sqs.Items {
+		ck.listedVersion[KindShareQueue+" "+o.Namespace+"/"+o.Name] = o.ResourceVersion
+	}
+	for _, o := range dlrs.Items {
+		ck.listedVersion[KindDeadLetterRoute+" "+o.Namespace+"/"+o.Name] = o.ResourceVersion
+	}
 
 	worlds := map[string]*world{}
 	get := func(ns, name string) *world {
@@ -177,12 +188,18 @@ func Check(ctx context.Context, c client.Reader, opts Options) (Report, error) {
 	for i := range sqs.Items {
 		sq := &sqs.Items[i]
 		queues[sq.Namespace+"/"+sq.Name] = sq
+		if sq.DeletionTimestamp != nil {
+			continue // being deleted: its finalizer may already have removed topic and group
+		}
 		get(sq.Namespace, sq.Spec.ClusterRef.Name).queues[sq.Namespace+"/"+sq.Name] = sq
 	}
 	routes := map[string]*kqv1.DeadLetterRoute{}
 	for i := range dlrs.Items {
 		r := &dlrs.Items[i]
 		routes[r.Namespace+"/"+r.Name] = r
+		if r.DeletionTimestamp != nil {
+			continue
+		}
 		cluster := r.Status.ClusterName
 		if q := queues[r.Namespace+"/"+r.Spec.QueueRef.Name]; cluster == "" && q != nil {
 			cluster = q.Spec.ClusterRef.Name
@@ -201,6 +218,9 @@ func Check(ctx context.Context, c client.Reader, opts Options) (Report, error) {
 		if err := ck.checkWorld(ctx, w); err != nil {
 			return Report{}, err
 		}
+	}
+	if err := ck.confirm(ctx); err != nil {
+		return Report{}, err
 	}
 	sort.SliceStable(ck.rep.Findings, func(i, j int) bool {
 		a, b := ck.rep.Findings[i], ck.rep.Findings[j]
@@ -238,6 +258,8 @@ type checker struct {
 	opts Options
 	mu   sync.Mutex
 	rep  Report
+	// listedVersion is each listed object's resourceVersion, by "Kind namespace/name".
+	listedVersion map[string]string
 }
 
 // claim records one compared claim, and a Finding when it does not hold.
@@ -260,7 +282,7 @@ func (ck *checker) unverifiable(kind, ns, name, format string, args ...any) {
 func isTrue(conds []metav1.Condition, typ string) bool { return meta.IsStatusConditionTrue(conds, typ) }
 
 func clusterClaims(kc *kqv1.KafkaCluster) bool {
-	return isTrue(kc.Status.Conditions, kqv1.ConditionConnected) || isTrue(kc.Status.Conditions, kqv1.ConditionReady)
+	return kc.DeletionTimestamp == nil && isTrue(kc.Status.Conditions, kqv1.ConditionConnected) || isTrue(kc.Status.Conditions, kqv1.ConditionReady)
 }
 
 func queueClaims(sq *kqv1.ShareQueue) bool {
@@ -504,6 +526,57 @@ func (ck *checker) checkCluster(w *world) {
 			}
 		}
 	}
+}
+
+// confirm re-reads every object a finding is about: one deleted, or being deleted, since
+// the List (its finalizer removes topic and group) or whose status was rewritten since (the
+// operator reconciled during the check) no longer makes the claim that was compared, so its
+// findings become unverifiable, with why. A status that keeps a false claim is reported.
+func (ck *checker) confirm(ctx context.Context) error {
+	type key struct{ kind, ns, name string }
+	listed := map[key]string{} // resourceVersion of the listed copy
+	for _, f := range ck.rep.Findings {
+		listed[key{f.Kind, f.Namespace, f.Name}] = ""
+	}
+	if len(listed) == 0 {
+		return nil
+	}
+	for k := range listed {
+		listed[k] = ck.listedVersion[k.kind+" "+k.ns+"/"+k.name]
+	}
+	why := map[key]string{}
+	for k, rv := range listed {
+		var obj client.Object
+		switch k.kind {
+		case KindKafkaCluster:
+			obj = &kqv1.KafkaCluster{}
+		case KindShareQueue:
+			obj = &kqv1.ShareQueue{}
+		default:
+			obj = &kqv1.DeadLetterRoute{}
+		}
+		err := ck.c.Get(ctx, client.ObjectKey{Namespace: k.ns, Name: k.name}, obj)
+		switch {
+		case apierrors.IsNotFound(err):
+			why[k] = "deleted during the check"
+		case err != nil:
+			return fmt.Errorf("verify: re-reading %s %s/%s: %w", k.kind, k.ns, k.name, err)
+		case obj.GetDeletionTimestamp() != nil:
+			why[k] = "being deleted since the check began"
+		case obj.GetResourceVersion() != rv:
+			why[k] = fmt.Sprintf("rewritten during the check (resourceVersion %s, now %s): check again", rv, obj.GetResourceVersion())
+		}
+	}
+	kept := ck.rep.Findings[:0]
+	for _, f := range ck.rep.Findings {
+		if w, ok := why[key{f.Kind, f.Namespace, f.Name}]; ok {
+			ck.rep.Unverifiable = append(ck.rep.Unverifiable, fmt.Sprintf("%s %s/%s: %s: %s (status says %s, Kafka has %s)", f.Kind, f.Namespace, f.Name, f.Field, w, f.Claim, f.Observed))
+			continue
+		}
+		kept = append(kept, f)
+	}
+	ck.rep.Findings = kept
+	return nil
 }
 
 func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {

@@ -1,0 +1,234 @@
+package verify
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
+)
+
+// afterList is a client.Reader on the real apiserver that runs hook once, right after the
+// first List of a ShareQueueList returns: what happens to the cluster while a Check runs.
+type afterList struct {
+	client.Reader
+	hook func()
+	done bool
+}
+
+func (a *afterList) List(ctx context.Context, l client.ObjectList, opts ...client.ListOption) error {
+	err := a.Reader.List(ctx, l, opts...)
+	if _, ok := l.(*kqv1.ShareQueueList); ok && err == nil && !a.done {
+		a.done = true
+		a.hook()
+	}
+	return err
+}
+
+// mustGone deletes topic and waits until Metadata no longer lists it.
+func (s *suite) mustGone(t *testing.T, topic string) {
+	t.Helper()
+	ctx := ctxFor(t)
+	if _, err := s.admin.DeleteTopics(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	rig.Eventually(t, 30*time.Second, func() string {
+		ts, err := s.admin.DescribeTopics(ctx, topic)
+		if err != nil {
+			return err.Error()
+		}
+		if e := ts[topic].Err; e == nil || !kafka.IsNotFound(e) {
+			return "topic " + topic + " still listed"
+		}
+		return ""
+	})
+}
+
+// A queue being deleted (its finalizer removes topic and group while its status still says
+// TopicReady True) and a queue deleted while the check runs claim nothing any more: neither
+// is a finding. Before the fix both were reported false, and the soak, which deletes
+// queues, would have failed on a status that was right.
+func TestCheckIgnoresObjectsDeletedBeforeOrDuringTheCheck(t *testing.T) {
+	s := startSuite(t)
+	stopManager := s.startManager(t)
+	ns := s.namespace(t)
+	ctx := ctxFor(t)
+	local := cluster(ns, "local", s.kafka.BootstrapServers())
+	doomed := queue(ns, "doomed", "local", kqv1.DeliverySpec{})
+	vanishing := queue(ns, "vanishing", "local", kqv1.DeliverySpec{})
+	honest := queue(ns, "honest", "local", kqv1.DeliverySpec{})
+	s.create(t, local, doomed, vanishing, honest)
+	for _, o := range []client.Object{local, doomed, vanishing, honest} {
+		s.waitTrue(t, o, kqv1.ConditionReady)
+	}
+	stopManager()
+
+	// doomed: being deleted (a finalizer of the test's holds it), its topic already gone.
+	doomed.Finalizers = append(doomed.Finalizers, "test.kafkaqueues.io/hold")
+	if err := s.k8s.Update(ctx, doomed); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = s.k8s.Get(context.Background(), client.ObjectKeyFromObject(doomed), doomed)
+		doomed.Finalizers = nil
+		_ = s.k8s.Update(context.Background(), doomed)
+	})
+	if err := s.k8s.Delete(ctx, doomed); err != nil {
+		t.Fatal(err)
+	}
+	s.mustGone(t, doomed.Status.TopicName)
+
+	// vanishing: deleted (finalizers dropped, as the operator's would be) and its topic with
+	// it, between the check's List and its Metadata request.
+	r := &afterList{Reader: s.k8s, hook: func() {
+		q := &kqv1.ShareQueue{}
+		if err := s.k8s.Get(ctx, client.ObjectKeyFromObject(vanishing), q); err != nil {
+			t.Fatal(err)
+		}
+		q.Finalizers = nil
+		if err := s.k8s.Update(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.k8s.Delete(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+		s.mustGone(t, vanishing.Status.TopicName)
+	}}
+	rep, err := Check(ctx, r, Options{Namespace: ns, JoinWait: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.done {
+		t.Fatal("the hook did not run: the check listed no ShareQueues")
+	}
+	for _, f := range rep.Findings {
+		t.Errorf("finding about a right status: %s", f)
+	}
+	var gone bool
+	for _, u := range rep.Unverifiable {
+		if strings.HasPrefix(u, "ShareQueue "+ns+"/vanishing: ") && strings.Contains(u, "deleted during the check") {
+			gone = true
+		}
+		if strings.Contains(u, "/doomed") {
+			t.Errorf("a queue being deleted before the check is listed: %s", u)
+		}
+	}
+	if !gone {
+		t.Errorf("queue vanishing not listed as deleted during the check: %v", rep.Unverifiable)
+	}
+	// The honest queue's claims were still compared (and hold).
+	if rep.ClaimsByKind[KindShareQueue] == 0 {
+		t.Errorf("no ShareQueue claim compared: %+v", rep.ClaimsByKind)
+	}
+}
+
+// A broker that goes away between the check's Metadata and its join makes the Ready claim
+// unverifiable, as a cluster that does not answer does; before the fix it was reported
+// false ("join failed: ... connection refused").
+func TestCheckJoinAgainstABrokerGoneIsUnverifiable(t *testing.T) {
+	s := startSuite(t)
+	stopManager := s.startManager(t)
+	ns := s.namespace(t)
+	ctx := ctxFor(t)
+	k2, err := rig.StartKafka(context.Background(), rig.KafkaOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k2.Stop)
+	kc := cluster(ns, "brief", k2.BootstrapServers())
+	sq := queue(ns, "orders", "brief", kqv1.DeliverySpec{})
+	s.create(t, kc, sq)
+	s.waitTrue(t, kc, kqv1.ConditionReady)
+	s.waitTrue(t, sq, kqv1.ConditionReady)
+	stopManager()
+
+	cl, err := kafka.NewClient(kafka.Config{BootstrapServers: k2.BootstrapServers(), ClientID: "verify-test", RequestTimeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.DescribeCluster(ctx); err != nil {
+		t.Fatalf("the broker did not answer before it was stopped: %v", err)
+	}
+	k2.Stop()
+	ck := &checker{c: s.k8s, opts: Options{JoinWait: 3 * time.Second}, rep: Report{ClaimsByKind: map[string]int{}}}
+	ck.checkUsable(ctx, cl, sq)
+	for _, f := range ck.rep.Findings {
+		t.Errorf("a join that got no answer reported false: %s", f)
+	}
+	if len(ck.rep.Unverifiable) != 1 || !strings.Contains(ck.rep.Unverifiable[0], "did not answer the join") {
+		t.Errorf("unverifiable = %v, want the Ready claim of orders, Kafka not answering the join", ck.rep.Unverifiable)
+	}
+}
+
+// Status written by hand with a True condition and the field it vouches for left empty —
+// TopicReady True without status.topicName, GroupConfigured True without status.groupID —
+// and a Republisher route that stays RouteActive True after the group stopped taking renew
+// acknowledgements (KIP-1222: the republisher's lock renewals are refused) are false
+// claims. Before the fix each of them passed with no claim compared.
+func TestCheckCatchesVouchedFieldsLeftEmptyAndRenewOff(t *testing.T) {
+	s := startSuite(t)
+	stopManager := s.startManager(t)
+	ns := s.namespace(t)
+	ctx := ctxFor(t)
+	local := cluster(ns, "local", s.kafka.BootstrapServers())
+	blank := queue(ns, "blank", "local", kqv1.DeliverySpec{LockDuration: &metav1.Duration{Duration: 50 * time.Second}})
+	jobs := queue(ns, "jobs", "local", kqv1.DeliverySpec{MaxDeliveryAttempts: ptr.To[int32](3), RenewAcknowledge: ptr.To(true)})
+	dead := route(ns, "jobs-dead", "jobs", kqv1.DeadLetterModeRepublisher, "jobs-dead-"+ns)
+	s.create(t, local, blank, jobs, dead)
+	for _, o := range []client.Object{local, blank, jobs, dead} {
+		s.waitTrue(t, o, kqv1.ConditionReady)
+	}
+	s.waitTrue(t, dead, kqv1.ConditionRouteActive)
+	rep, err := Check(ctx, s.k8s, Options{Namespace: ns, SkipJoin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Findings) > 0 {
+		t.Fatalf("before the lies: %v", rep.Findings)
+	}
+	stopManager()
+
+	blank.Status.TopicName, blank.Status.GroupID = "", ""
+	if err := s.k8s.Status().Update(ctx, blank); err != nil {
+		t.Fatal(err)
+	}
+	g := kafka.ResourceKey{Type: kafka.GroupResource, Name: jobs.Status.GroupID}
+	res, err := s.admin.IncrementalAlterConfigs(ctx, []kafka.Alteration{{Resource: g, Configs: []kafka.AlterConfig{{Name: "share.renew.acknowledge.enable", Op: kafka.OpSet, Value: "false"}}}})
+	if err != nil || res[g] != nil {
+		t.Fatalf("altering %s: %v %v", g, err, res[g])
+	}
+	rig.Eventually(t, 30*time.Second, func() string {
+		rep, err = Check(ctx, s.k8s, Options{Namespace: ns, SkipJoin: true})
+		if err != nil {
+			return err.Error()
+		}
+		if len(find(rep, KindDeadLetterRoute, "jobs-dead", "conditions[RouteActive]")) == 0 {
+			return "the renew change not seen yet"
+		}
+		return ""
+	})
+	for _, c := range []struct {
+		kind, obj, field, contains string
+	}{
+		{KindShareQueue, "blank", "conditions[TopicReady]", "no topic named in status.topicName"},
+		{KindShareQueue, "blank", "conditions[GroupConfigured]", `status.groupID ""`},
+		{KindDeadLetterRoute, "jobs-dead", "conditions[RouteActive]", "share.renew.acknowledge.enable=false"},
+	} {
+		fs := find(rep, c.kind, c.obj, c.field)
+		if len(fs) == 0 {
+			t.Errorf("no finding for %s %s %s; findings: %v", c.kind, c.obj, c.field, rep.Findings)
+			continue
+		}
+		if !strings.Contains(fs[0].String(), c.contains) {
+			t.Errorf("finding %q does not say %q", fs[0], c.contains)
+		}
+	}
+}
