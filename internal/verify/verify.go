@@ -30,8 +30,16 @@
 // DeadLetterRoute: RouteActive True ⇒ the topic status.topicName exists, and in
 // BrokerNative mode the group's errors.deadletterqueue.topic.name (KIP-1191) is that topic,
 // in Republisher mode the queue's group's share.delivery.count.limit keeps a reserved
-// attempt (= the queue's maxDeliveryAttempts + reservedAttempts, reservedAttempts >= 1).
+// attempt (= the queue's maxDeliveryAttempts + reservedAttempts, reservedAttempts >= 1) and
+// its share.renew.acknowledge.enable, where brokers have it (KIP-1222, 4.3+), is not false.
 // TopicReady True ⇒ the topic exists. Ready True ⇒ TopicReady is True and the topic exists.
+// A True condition whose field is empty (no status.topicName, no status.groupID or
+// status.effective under GroupConfigured) is false.
+//
+// An object being deleted claims nothing. A false claim is confirmed by reading its object
+// again: deleted, being deleted or rewritten since the List, it is unverifiable instead. A
+// join or receive Kafka did not answer (network error, retriable code, timeout) is
+// unverifiable; one Kafka refused is false.
 //
 // Kafka is read here, independently of the controllers' observe code, so that their bugs
 // show: one Metadata request per 1,000 topics and one DescribeConfigs per 500 groups for
