@@ -172,7 +172,8 @@ func TestCheckJoinAgainstABrokerGoneIsUnverifiable(t *testing.T) {
 // TopicReady True without status.topicName, GroupConfigured True without status.groupID —
 // and a Republisher route that stays RouteActive True after the group stopped taking renew
 // acknowledgements (KIP-1222: the republisher's lock renewals are refused) are false
-// claims. Before the fix each of them passed with no claim compared.
+// claims, and so is a value shown as the brokers' default (source BrokerDefault) that is not
+// theirs. Before the fix each of them passed with no claim compared.
 func TestCheckCatchesVouchedFieldsLeftEmptyAndRenewOff(t *testing.T) {
 	s := startSuite(t)
 	stopManager := s.startManager(t)
@@ -182,8 +183,9 @@ func TestCheckCatchesVouchedFieldsLeftEmptyAndRenewOff(t *testing.T) {
 	blank := queue(ns, "blank", "local", kqv1.DeliverySpec{LockDuration: &metav1.Duration{Duration: 50 * time.Second}})
 	jobs := queue(ns, "jobs", "local", kqv1.DeliverySpec{MaxDeliveryAttempts: ptr.To[int32](3), RenewAcknowledge: ptr.To(true)})
 	dead := route(ns, "jobs-dead", "jobs", kqv1.DeadLetterModeRepublisher, "jobs-dead-"+ns)
-	s.create(t, local, blank, jobs, dead)
-	for _, o := range []client.Object{local, blank, jobs, dead} {
+	defaulted := queue(ns, "defaulted", "local", kqv1.DeliverySpec{})
+	s.create(t, local, blank, jobs, dead, defaulted)
+	for _, o := range []client.Object{local, blank, jobs, dead, defaulted} {
 		s.waitTrue(t, o, kqv1.ConditionReady)
 	}
 	s.waitTrue(t, dead, kqv1.ConditionRouteActive)
@@ -198,6 +200,14 @@ func TestCheckCatchesVouchedFieldsLeftEmptyAndRenewOff(t *testing.T) {
 
 	blank.Status.TopicName, blank.Status.GroupID = "", ""
 	if err := s.k8s.Status().Update(ctx, blank); err != nil {
+		t.Fatal(err)
+	}
+	// defaulted: the lease shown as the brokers' default is not the brokers' default.
+	if e := defaulted.Status.Effective; e == nil || e.LockDuration == nil || e.LockDuration.Source != kqv1.SourceBrokerDefault || e.LockDuration.Value == "" {
+		t.Fatalf("queue defaulted: effective %+v, want lockDuration with a value and source BrokerDefault", e)
+	}
+	defaulted.Status.Effective.LockDuration.Value = "1m30s"
+	if err := s.k8s.Status().Update(ctx, defaulted); err != nil {
 		t.Fatal(err)
 	}
 	g := kafka.ResourceKey{Type: kafka.GroupResource, Name: jobs.Status.GroupID}
@@ -221,6 +231,7 @@ func TestCheckCatchesVouchedFieldsLeftEmptyAndRenewOff(t *testing.T) {
 		{KindShareQueue, "blank", "conditions[TopicReady]", "no topic named in status.topicName"},
 		{KindShareQueue, "blank", "conditions[GroupConfigured]", `status.groupID ""`},
 		{KindDeadLetterRoute, "jobs-dead", "conditions[RouteActive]", "share.renew.acknowledge.enable=false"},
+		{KindShareQueue, "defaulted", "status.effective.lockDuration", "share.record.lock.duration.ms=90000, the brokers' default"},
 	} {
 		fs := find(rep, c.kind, c.obj, c.field)
 		if len(fs) == 0 {

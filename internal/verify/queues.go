@@ -138,11 +138,16 @@ func (ck *checker) checkGroupConfigs(w *world, sq *kqv1.ShareQueue) {
 			}
 			ck.claim(KindShareQueue, ns, name, f.path, fmt.Sprintf("%s=%s (%s)", v.Config, want, v.Source), has, overridden && entry.Value == want)
 		case kqv1.SourceBrokerDefault:
-			has := v.Config + " not overridden"
+			says, has, holds := v.Config+" not overridden (BrokerDefault)", v.Config+" not overridden", !overridden
 			if overridden {
 				has = v.Config + "=" + entry.Value + " set on the group"
+			} else if want, err := wantConfig(st.Effective, f.path, v); present && v.Value != "" && err == nil {
+				// The value shown is the brokers' default: the group's describe gives it.
+				says = fmt.Sprintf("%s=%s, the brokers' default (BrokerDefault)", v.Config, want)
+				has = fmt.Sprintf("%s=%s, not overridden", v.Config, entry.Value)
+				holds = entry.Value == want
 			}
-			ck.claim(KindShareQueue, ns, name, f.path, v.Config+" not overridden (BrokerDefault)", has, !overridden)
+			ck.claim(KindShareQueue, ns, name, f.path, says, has, holds)
 		}
 	}
 }

@@ -21,7 +21,8 @@
 // GroupConfigured True: every status.effective value with source GroupOverride or Clamped is
 // the group's live config (DescribeConfigs, resource GROUP) — durations compared in ms,
 // share.delivery.count.limit = maxDeliveryAttempts + reservedAttempts — and every value with
-// source BrokerDefault is not overridden on the group. status.deadLetter with active true:
+// source BrokerDefault is not overridden on the group, its value (when shown) the default
+// the group's describe reports. status.deadLetter with active true:
 // the DeadLetterRoute it names says the same topic and mode with RouteActive True, and the
 // topic exists. Ready True: the share group is usable — a new member joins it
 // (ShareGroupHeartbeat) and is assigned a partition of the topic; with Options.Receive it
