@@ -8,6 +8,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -61,9 +63,9 @@ func wantConfig(e *kqv1.EffectiveDelivery, path string, v *kqv1.EffectiveValue) 
 	return v.Value, nil
 }
 
-// checkQueue checks a ShareQueue's claims against w; it returns the usability check of a
-// Ready queue to run concurrently with the others (nil when there is none).
-func (ck *checker) checkQueue(ctx context.Context, cl *kafka.Client, w *world, sq *kqv1.ShareQueue) func() {
+// checkQueue checks a ShareQueue's claims against w; it says whether the queue is Ready
+// with its topic there, so its usability is to be checked (runJoins).
+func (ck *checker) checkQueue(w *world, sq *kqv1.ShareQueue) (join bool) {
 	ns, name, st := sq.Namespace, sq.Name, &sq.Status
 	conds := st.Conditions
 	claim := func(field, says, has string, holds bool) { ck.claim(KindShareQueue, ns, name, field, says, has, holds) }
@@ -105,10 +107,34 @@ func (ck *checker) checkQueue(ctx context.Context, cl *kafka.Client, w *world, s
 	if dl := st.DeadLetter; dl != nil && dl.Active {
 		ck.checkQueueDeadLetter(w, sq)
 	}
-	if !isTrue(conds, kqv1.ConditionReady) || ck.opts.SkipJoin || !topicOK || st.GroupID == "" {
-		return nil
+	return isTrue(conds, kqv1.ConditionReady) && !ck.opts.SkipJoin && topicOK && st.GroupID != ""
+}
+
+// runJoins checks the usability of queues on one cluster, Options.Parallel at a time. Once a
+// join or receive gets no answer from Kafka (a broker gone mid-check), the joins not yet
+// started are not tried — each would wait its full JoinWait for a cluster that is not
+// answering — and their Ready claims are listed unverifiable, naming the first failure.
+func (ck *checker) runJoins(ctx context.Context, cl *kafka.Client, queues []*kqv1.ShareQueue) {
+	var silent atomic.Pointer[string]
+	sem := make(chan struct{}, ck.opts.Parallel)
+	var wg sync.WaitGroup
+	for _, sq := range queues {
+		sem <- struct{}{}
+		if why := silent.Load(); why != nil {
+			<-sem
+			ck.unverifiable(KindShareQueue, sq.Namespace, sq.Name, "conditions[Ready]: join not tried: %s", *why)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if why := ck.checkUsable(ctx, cl, sq); why != "" {
+				why = fmt.Sprintf("Kafka did not answer the check of ShareQueue %s/%s: %s", sq.Namespace, sq.Name, why)
+				silent.CompareAndSwap(nil, &why)
+			}
+		}()
 	}
-	return func() { ck.checkUsable(ctx, cl, sq) }
+	wg.Wait()
 }
 
 func (ck *checker) checkGroupConfigs(w *world, sq *kqv1.ShareQueue) {
@@ -180,34 +206,36 @@ func (ck *checker) checkQueueDeadLetter(w *world, sq *kqv1.ShareQueue) {
 }
 
 // checkUsable joins the queue's share group as a new member (and with Options.Receive
-// fetches once and releases what it got).
-func (ck *checker) checkUsable(ctx context.Context, cl *kafka.Client, sq *kqv1.ShareQueue) {
+// fetches once and releases what it got). It returns why when Kafka did not answer ("" when
+// the claim was compared).
+func (ck *checker) checkUsable(ctx context.Context, cl *kafka.Client, sq *kqv1.ShareQueue) (unanswered string) {
 	ns, name, st := sq.Namespace, sq.Name, &sq.Status
 	says := fmt.Sprintf("True (share group %s usable for topic %s)", st.GroupID, st.TopicName)
 	j, err := cl.JoinShareGroup(ctx, st.GroupID, st.TopicName, ck.opts.JoinWait)
 	if err != nil && !answered(err) {
 		ck.unverifiable(KindShareQueue, ns, name, "conditions[Ready]: Kafka did not answer the join: %v", err)
-		return
+		return err.Error()
 	}
 	if err != nil {
 		ck.claim(KindShareQueue, ns, name, "conditions[Ready]", says, "join failed: "+err.Error(), false)
-		return
+		return ""
 	}
 	has := fmt.Sprintf("joined, %d partitions assigned", j.Partitions)
 	if !ck.opts.Receive {
 		ck.claim(KindShareQueue, ns, name, "conditions[Ready]", says, has, true)
-		return
+		return ""
 	}
 	n, err := cl.ReceiveOnce(ctx, st.GroupID, st.TopicName, ck.opts.JoinWait)
 	if err != nil && !answered(err) {
 		ck.unverifiable(KindShareQueue, ns, name, "conditions[Ready]: %s; Kafka did not answer the receive: %v", has, err)
-		return
+		return err.Error()
 	}
 	if err != nil {
 		ck.claim(KindShareQueue, ns, name, "conditions[Ready]", says, has+"; receive failed: "+err.Error(), false)
-		return
+		return ""
 	}
 	ck.claim(KindShareQueue, ns, name, "conditions[Ready]", says, fmt.Sprintf("%s; received and released %d records", has, n), true)
+	return ""
 }
 
 // answered tells a join's or receive's failure that Kafka decided (a Kafka error code that

@@ -381,26 +381,16 @@ func (ck *checker) checkWorld(ctx context.Context, w *world) error {
 	w.groups, w.groupsE = readGroups(ctx, cl, ck.opts.Timeout, sortedKeys(groups))
 
 	ck.checkCluster(w)
-	var joins []func()
+	var joins []*kqv1.ShareQueue
 	for _, k := range sortedKeys(w.queues) {
-		if j := ck.checkQueue(ctx, cl, w, w.queues[k]); j != nil {
-			joins = append(joins, j)
+		if ck.checkQueue(w, w.queues[k]) {
+			joins = append(joins, w.queues[k])
 		}
 	}
 	for _, k := range sortedKeys(w.routes) {
 		ck.checkRoute(w, w.routes[k])
 	}
-	sem := make(chan struct{}, ck.opts.Parallel)
-	var wg sync.WaitGroup
-	for _, j := range joins {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			j()
-		}()
-	}
-	wg.Wait()
+	ck.runJoins(ctx, cl, joins)
 	return nil
 }
 
