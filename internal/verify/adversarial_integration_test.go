@@ -253,3 +253,67 @@ func TestCheckCatchesVouchedFieldsLeftEmptyAndRenewOff(t *testing.T) {
 		}
 	}
 }
+
+// A status rewritten while the check runs: when the rewrite changes only figures that move on
+// their own (status.depth, as the depth poller writes it every few seconds) the false claim
+// is still made and still reported; when the rewrite takes the claim back (a reconcile
+// during the check) it is listed unverifiable ("rewritten during the check"), not false.
+// Before the fix the second was reported false; a first fix (any new resourceVersion made
+// the finding unverifiable) let a running depth poller hide every lie.
+func TestCheckConfirmsFindingsAgainstTheStatusNow(t *testing.T) {
+	s := startSuite(t)
+	stopManager := s.startManager(t)
+	ns := s.namespace(t)
+	ctx := ctxFor(t)
+	local := cluster(ns, "local", s.kafka.BootstrapServers())
+	liar := queue(ns, "liar", "local", kqv1.DeliverySpec{})
+	fixed := queue(ns, "fixed", "local", kqv1.DeliverySpec{})
+	s.create(t, local, liar, fixed)
+	for _, o := range []client.Object{local, liar, fixed} {
+		s.waitTrue(t, o, kqv1.ConditionReady)
+	}
+	stopManager()
+	for _, q := range []*kqv1.ShareQueue{liar, fixed} {
+		q.Status.Partitions = 5
+		if err := s.k8s.Status().Update(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &afterList{Reader: s.k8s, hook: func() {
+		// liar: only its depth moves. fixed: its claim is taken back.
+		q := &kqv1.ShareQueue{}
+		if err := s.k8s.Get(ctx, client.ObjectKeyFromObject(liar), q); err != nil {
+			t.Fatal(err)
+		}
+		q.Status.Depth = &kqv1.QueueDepthStatus{ObservedAt: metav1.Now(), Backlog: ptr.To[int64](3)}
+		if err := s.k8s.Status().Update(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.k8s.Get(ctx, client.ObjectKeyFromObject(fixed), q); err != nil {
+			t.Fatal(err)
+		}
+		q.Status.Partitions = 1
+		if err := s.k8s.Status().Update(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}}
+	rep, err := Check(ctx, r, Options{Namespace: ns, SkipJoin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs := find(rep, KindShareQueue, "liar", "status.partitions"); len(fs) != 1 || !strings.Contains(fs[0].String(), "status says 5, Kafka has 1") {
+		t.Errorf("liar (only its depth rewritten): findings %v, want status.partitions 5 against 1; unverifiable %v", rep.Findings, rep.Unverifiable)
+	}
+	if fs := find(rep, KindShareQueue, "fixed", "status.partitions"); len(fs) != 0 {
+		t.Errorf("fixed (its claim taken back during the check) reported false: %v", fs)
+	}
+	var listed bool
+	for _, u := range rep.Unverifiable {
+		if strings.HasPrefix(u, "ShareQueue "+ns+"/fixed: status.partitions: status rewritten during the check") {
+			listed = true
+		}
+	}
+	if !listed {
+		t.Errorf("fixed not listed as rewritten during the check: %v", rep.Unverifiable)
+	}
+}

@@ -58,6 +58,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -168,17 +169,16 @@ func Check(ctx context.Context, c client.Reader, opts Options) (Report, error) {
 	}
 	ck := &checker{c: c, opts: opts, rep: Report{ClaimsByKind: map[string]int{}, Findings: []Finding{}, Unverifiable: []string{}}}
 	ck.rep.Objects = len(kcs.Items) + len(sqs.Items) + len(dlrs.Items)
-	ck.listedVersion = make(map[string]string, ck.rep.Objects)
-	for _, o := range kcs.Items {
-		ck.listedVersion[KindKafkaCluster+" "+o.Namespace+"/"+o.Name] = o.ResourceVersion
+	ck.listed = make(map[string]client.Object, ck.rep.Objects)
+	for i := range kcs.Items {
+		ck.listed[KindKafkaCluster+" "+kcs.Items[i].Namespace+"/"+kcs.Items[i].Name] = &kcs.Items[i]
 	}
-	for _, o := range sqs.Items {
-		ck.listedVersion[KindShareQueue+" "+o.Namespace+"/"+o.Name] = o.ResourceVersion
+	for i := range sqs.Items {
+		ck.listed[KindShareQueue+" "+sqs.Items[i].Namespace+"/"+sqs.Items[i].Name] = &sqs.Items[i]
 	}
-	for _, o := range dlrs.Items {
-		ck.listedVersion[KindDeadLetterRoute+" "+o.Namespace+"/"+o.Name] = o.ResourceVersion
+	for i := range dlrs.Items {
+		ck.listed[KindDeadLetterRoute+" "+dlrs.Items[i].Namespace+"/"+dlrs.Items[i].Name] = &dlrs.Items[i]
 	}
-
 	worlds := map[string]*world{}
 	get := func(ns, name string) *world {
 		key := ns + "/" + name
@@ -267,8 +267,8 @@ type checker struct {
 	opts Options
 	mu   sync.Mutex
 	rep  Report
-	// listedVersion is each listed object's resourceVersion, by "Kind namespace/name".
-	listedVersion map[string]string
+	// listed is each object as the List read it, by "Kind namespace/name".
+	listed map[string]client.Object
 }
 
 // claim records one compared claim, and a Finding when it does not hold.
@@ -528,54 +528,71 @@ func (ck *checker) checkCluster(w *world) {
 }
 
 // confirm re-reads every object a finding is about: one deleted, or being deleted, since
-// the List (its finalizer removes topic and group) or whose status was rewritten since (the
-// operator reconciled during the check) no longer makes the claim that was compared, so its
-// findings become unverifiable, with why. A status that keeps a false claim is reported.
+// the List (its finalizer removes topic and group) no longer makes the claim that was
+// compared, and neither does one whose claims were rewritten since (the operator reconciled
+// during the check); their findings become unverifiable, with why. A rewrite of only the
+// figures that move on their own (claimsOf) keeps the finding: the status still claims it.
 func (ck *checker) confirm(ctx context.Context) error {
-	type key struct{ kind, ns, name string }
-	listed := map[key]string{} // resourceVersion of the listed copy
+	why := map[string]string{}
 	for _, f := range ck.rep.Findings {
-		listed[key{f.Kind, f.Namespace, f.Name}] = ""
-	}
-	if len(listed) == 0 {
-		return nil
-	}
-	for k := range listed {
-		listed[k] = ck.listedVersion[k.kind+" "+k.ns+"/"+k.name]
-	}
-	why := map[key]string{}
-	for k, rv := range listed {
-		var obj client.Object
-		switch k.kind {
-		case KindKafkaCluster:
-			obj = &kqv1.KafkaCluster{}
-		case KindShareQueue:
-			obj = &kqv1.ShareQueue{}
-		default:
-			obj = &kqv1.DeadLetterRoute{}
+		k := f.Kind + " " + f.Namespace + "/" + f.Name
+		if _, done := why[k]; done {
+			continue
 		}
-		err := ck.c.Get(ctx, client.ObjectKey{Namespace: k.ns, Name: k.name}, obj)
+		why[k] = ""
+		listed := ck.listed[k]
+		fresh := listed.DeepCopyObject().(client.Object)
+		err := ck.c.Get(ctx, client.ObjectKeyFromObject(listed), fresh)
 		switch {
 		case apierrors.IsNotFound(err):
 			why[k] = "deleted during the check"
 		case err != nil:
-			return fmt.Errorf("verify: re-reading %s %s/%s: %w", k.kind, k.ns, k.name, err)
-		case obj.GetDeletionTimestamp() != nil:
+			return fmt.Errorf("verify: re-reading %s: %w", k, err)
+		case fresh.GetDeletionTimestamp() != nil:
 			why[k] = "being deleted since the check began"
-		case obj.GetResourceVersion() != rv:
-			why[k] = fmt.Sprintf("rewritten during the check (resourceVersion %s, now %s): check again", rv, obj.GetResourceVersion())
+		case fresh.GetResourceVersion() != listed.GetResourceVersion() && !equality.Semantic.DeepEqual(claimsOf(listed), claimsOf(fresh)):
+			why[k] = fmt.Sprintf("status rewritten during the check (resourceVersion %s, now %s): check again", listed.GetResourceVersion(), fresh.GetResourceVersion())
 		}
 	}
 	kept := ck.rep.Findings[:0]
 	for _, f := range ck.rep.Findings {
-		if w, ok := why[key{f.Kind, f.Namespace, f.Name}]; ok {
-			ck.rep.Unverifiable = append(ck.rep.Unverifiable, fmt.Sprintf("%s %s/%s: %s: %s (status says %s, Kafka has %s)", f.Kind, f.Namespace, f.Name, f.Field, w, f.Claim, f.Observed))
+		if w := why[f.Kind+" "+f.Namespace+"/"+f.Name]; w != "" {
+			ck.rep.Unverifiable = append(ck.rep.Unverifiable, fmt.Sprintf("%s %s/%s: %s: %s (status said %s, Kafka has %s)", f.Kind, f.Namespace, f.Name, f.Field, w, f.Claim, f.Observed))
 			continue
 		}
 		kept = append(kept, f)
 	}
 	ck.rep.Findings = kept
 	return nil
+}
+
+// claimsOf is the part of an object that makes claims: its spec references and status
+// without the figures that move on their own (a ShareQueue's status.group, status.depth and
+// status.capacity) and with each condition reduced to its type and status (messages and
+// transition times are rewritten by reconciles that change no claim).
+func claimsOf(o client.Object) any {
+	conds := func(cs []metav1.Condition) []string {
+		out := make([]string, len(cs))
+		for i, c := range cs {
+			out[i] = c.Type + "=" + string(c.Status)
+		}
+		return out
+	}
+	switch o := o.(type) {
+	case *kqv1.ShareQueue:
+		st := *o.Status.DeepCopy()
+		st.Group, st.Depth, st.Capacity, st.Conditions = nil, nil, nil, nil
+		return []any{o.Spec.ClusterRef, st, conds(o.Status.Conditions)}
+	case *kqv1.KafkaCluster:
+		st := *o.Status.DeepCopy()
+		st.Conditions = nil
+		return []any{st, conds(o.Status.Conditions)}
+	case *kqv1.DeadLetterRoute:
+		st := *o.Status.DeepCopy()
+		st.Conditions = nil
+		return []any{o.Spec.QueueRef, st, conds(o.Status.Conditions)}
+	}
+	return o
 }
 
 func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {
