@@ -317,3 +317,62 @@ func TestCheckConfirmsFindingsAgainstTheStatusNow(t *testing.T) {
 		t.Errorf("fixed not listed as rewritten during the check: %v", rep.Unverifiable)
 	}
 }
+
+// Three brokers, one stopped: once the operator's probe has seen it (status.brokerCount 2),
+// every claim holds — the queues' replication factor is still the replica count (3), the
+// share-state topic's too, and a join finds the group's new coordinator. A claim found
+// false here would fail the soak on a right status.
+func TestCheckHoldsWithOneOfThreeBrokersStopped(t *testing.T) {
+	s := startSuite(t)
+	s.startManager(t)
+	ns := s.namespace(t)
+	ctx := ctxFor(t)
+	k3, err := rig.StartKafka(context.Background(), rig.KafkaOptions{Brokers: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k3.Stop)
+	kc := cluster(ns, "three", k3.BootstrapServers())
+	var objs []client.Object
+	objs = append(objs, kc)
+	for _, n := range []string{"a", "b", "c", "d"} {
+		q := queue(ns, n, "three", kqv1.DeliverySpec{})
+		q.Spec.Topic.Partitions, q.Spec.Topic.ReplicationFactor = 12, ptr.To[int32](3)
+		objs = append(objs, q)
+	}
+	s.create(t, objs...)
+	for _, o := range objs {
+		s.waitTrue(t, o, kqv1.ConditionReady)
+	}
+	rep, err := Check(ctx, s.k8s, Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Findings) > 0 || len(rep.Unverifiable) > 0 {
+		t.Fatalf("three brokers up: findings %v, unverifiable %v", rep.Findings, rep.Unverifiable)
+	}
+	k3.StopNode(k3.Nodes[2])
+	rig.Eventually(t, 60*time.Second, func() string {
+		if err := s.k8s.Get(ctx, client.ObjectKeyFromObject(kc), kc); err != nil {
+			return err.Error()
+		}
+		if kc.Status.BrokerCount != 2 {
+			return "the probe has not seen the stopped broker yet"
+		}
+		return ""
+	})
+	rep, err = Check(ctx, s.k8s, Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range rep.Findings {
+		t.Errorf("one broker of three stopped: %s", f)
+	}
+	for _, u := range rep.Unverifiable {
+		t.Errorf("one broker of three stopped, unverifiable: %s", u)
+	}
+	if rep.ClaimsByKind[KindShareQueue] == 0 || rep.ClaimsByKind[KindKafkaCluster] == 0 {
+		t.Errorf("claims compared: %v", rep.ClaimsByKind)
+	}
+	t.Logf("%s", rep.Summary())
+}
