@@ -38,7 +38,9 @@
 // status.effective under GroupConfigured) is false.
 //
 // An object being deleted claims nothing. A false claim is confirmed by reading its object
-// again: deleted, being deleted or rewritten since the List, it is unverifiable instead. A
+// again: deleted, being deleted, or its claims rewritten since the List (not only its depth,
+// group, capacity or condition messages), it is unverifiable instead. A topic Metadata
+// reports unknown is asked about again (missingAsks) before it is missing. A
 // join or receive Kafka did not answer (network error, retriable code, timeout) is
 // unverifiable; one Kafka refused is false.
 //
