@@ -32,6 +32,15 @@ func (a *afterList) List(ctx context.Context, l client.ObjectList, opts ...clien
 	return err
 }
 
+// createReady creates objs and waits until each is Ready at its generation.
+func (s *suite) createReady(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	s.create(t, objs...)
+	for _, o := range objs {
+		s.waitTrue(t, o, kqv1.ConditionReady)
+	}
+}
+
 // mustGone deletes topic and waits until Metadata no longer lists it.
 func (s *suite) mustGone(t *testing.T, topic string) {
 	t.Helper()
@@ -64,10 +73,7 @@ func TestCheckIgnoresObjectsDeletedBeforeOrDuringTheCheck(t *testing.T) {
 	doomed := queue(ns, "doomed", "local", kqv1.DeliverySpec{})
 	vanishing := queue(ns, "vanishing", "local", kqv1.DeliverySpec{})
 	honest := queue(ns, "honest", "local", kqv1.DeliverySpec{})
-	s.create(t, local, doomed, vanishing, honest)
-	for _, o := range []client.Object{local, doomed, vanishing, honest} {
-		s.waitTrue(t, o, kqv1.ConditionReady)
-	}
+	s.createReady(t, local, doomed, vanishing, honest)
 	stopManager()
 
 	// doomed: being deleted (a finalizer of the test's holds it), its topic already gone.
@@ -146,11 +152,7 @@ func TestCheckJoinAgainstABrokerGoneIsUnverifiable(t *testing.T) {
 	t.Cleanup(k2.Stop)
 	kc := cluster(ns, "brief", k2.BootstrapServers())
 	qs := []*kqv1.ShareQueue{queue(ns, "a", "brief", kqv1.DeliverySpec{}), queue(ns, "b", "brief", kqv1.DeliverySpec{}), queue(ns, "c", "brief", kqv1.DeliverySpec{})}
-	s.create(t, kc, qs[0], qs[1], qs[2])
-	s.waitTrue(t, kc, kqv1.ConditionReady)
-	for _, q := range qs {
-		s.waitTrue(t, q, kqv1.ConditionReady)
-	}
+	s.createReady(t, kc, qs[0], qs[1], qs[2])
 	stopManager()
 
 	cl, err := kafka.NewClient(kafka.Config{BootstrapServers: k2.BootstrapServers(), ClientID: "verify-test", RequestTimeout: 3 * time.Second})
@@ -194,10 +196,7 @@ func TestCheckCatchesVouchedFieldsLeftEmptyAndRenewOff(t *testing.T) {
 	jobs := queue(ns, "jobs", "local", kqv1.DeliverySpec{MaxDeliveryAttempts: ptr.To[int32](3), RenewAcknowledge: ptr.To(true)})
 	dead := route(ns, "jobs-dead", "jobs", kqv1.DeadLetterModeRepublisher, "jobs-dead-"+ns)
 	defaulted := queue(ns, "defaulted", "local", kqv1.DeliverySpec{})
-	s.create(t, local, blank, jobs, dead, defaulted)
-	for _, o := range []client.Object{local, blank, jobs, dead, defaulted} {
-		s.waitTrue(t, o, kqv1.ConditionReady)
-	}
+	s.createReady(t, local, blank, jobs, dead, defaulted)
 	s.waitTrue(t, dead, kqv1.ConditionRouteActive)
 	rep, err := Check(ctx, s.k8s, Options{Namespace: ns, SkipJoin: true})
 	if err != nil {
@@ -268,10 +267,7 @@ func TestCheckConfirmsFindingsAgainstTheStatusNow(t *testing.T) {
 	local := cluster(ns, "local", s.kafka.BootstrapServers())
 	liar := queue(ns, "liar", "local", kqv1.DeliverySpec{})
 	fixed := queue(ns, "fixed", "local", kqv1.DeliverySpec{})
-	s.create(t, local, liar, fixed)
-	for _, o := range []client.Object{local, liar, fixed} {
-		s.waitTrue(t, o, kqv1.ConditionReady)
-	}
+	s.createReady(t, local, liar, fixed)
 	stopManager()
 	for _, q := range []*kqv1.ShareQueue{liar, fixed} {
 		q.Status.Partitions = 5
@@ -340,10 +336,7 @@ func TestCheckHoldsWithOneOfThreeBrokersStopped(t *testing.T) {
 		q.Spec.Topic.Partitions, q.Spec.Topic.ReplicationFactor = 12, ptr.To[int32](3)
 		objs = append(objs, q)
 	}
-	s.create(t, objs...)
-	for _, o := range objs {
-		s.waitTrue(t, o, kqv1.ConditionReady)
-	}
+	s.createReady(t, objs...)
 	rep, err := Check(ctx, s.k8s, Options{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)

@@ -426,24 +426,12 @@ func readTopics(ctx context.Context, cl *kafka.Client, timeout time.Duration, na
 				missing = append(missing, n)
 			}
 		}
-		if ask == missingAsks || len(missing) == 0 || !sleepCtx(ctx, missingPause) {
+		if ask == missingAsks || len(missing) == 0 || !kafka.SleepCtx(ctx, missingPause) {
 			break
 		}
 		names = missing
 	}
 	return out, nil
-}
-
-// sleepCtx waits d, false when ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 func readGroups(ctx context.Context, cl *kafka.Client, timeout time.Duration, ids []string) (map[string]kafka.ResourceConfigs, error) {
