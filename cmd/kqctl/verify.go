@@ -27,6 +27,10 @@ func (e exitStatus) Error() string { return e.msg }
 const (
 	verifyExitFalse        = 1
 	verifyExitUnverifiable = 3
+	// verifyExitNotChecked: the check could not run (the Kubernetes API did not answer or
+	// refused the reads), so nothing is known about the claims; not 1, which says a claim
+	// is false.
+	verifyExitNotChecked = 4
 )
 
 type verifyOptions struct {
@@ -61,7 +65,7 @@ cluster's bootstrap servers, for running outside the cluster network (repeatable
 Prints each false claim on one line, then "checked N objects, M claims: K false, U
 unverifiable". Exits 1 when any claim is false, 0 when all hold; claims that could not be
 compared (a cluster that did not answer) are listed but exit 0, or 3 with --strict; 2 for a
-usage error.`,
+usage error; 4 when the check could not run (the Kubernetes API did not answer or refused).`,
 		Example: "  " + name + " verify -n shop\n  " + name + " verify -A --receive -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -90,7 +94,7 @@ func parseBootstrap(vals []string) (map[string][]string, error) {
 			return nil, usageError{fmt.Sprintf("--bootstrap-server %q: want NAMESPACE/NAME=host:port[,host:port]", v)}
 		}
 		for _, s := range strings.Split(servers, ",") {
-			if _, port, ok := strings.Cut(s, ":"); !ok || port == "" {
+			if host, port, ok := strings.Cut(s, ":"); !ok || host == "" || port == "" {
 				return nil, usageError{fmt.Sprintf("--bootstrap-server %q: %q is not host:port", v, s)}
 			}
 			out[key] = append(out[key], s)
@@ -103,13 +107,16 @@ func (o *verifyOptions) run(ctx context.Context, cf *genericclioptions.ConfigFla
 	if o.output != "text" && o.output != "json" {
 		return usageError{fmt.Sprintf("-o %q: want text or json", o.output)}
 	}
+	if o.kafkaTimeout <= 0 {
+		return usageError{fmt.Sprintf("--kafka-timeout %s: want a positive duration, e.g. 10s", o.kafkaTimeout)}
+	}
 	bs, err := parseBootstrap(o.bootstrap)
 	if err != nil {
 		return err
 	}
 	c, ns, err := newClient(cf)
 	if err != nil {
-		return err
+		return exitStatus{verifyExitNotChecked, "nothing checked: " + err.Error()}
 	}
 	if o.allNamespaces {
 		ns = ""
@@ -119,7 +126,7 @@ func (o *verifyOptions) run(ctx context.Context, cf *genericclioptions.ConfigFla
 	}
 	rep, err := verify.Check(ctx, c, verify.Options{Namespace: ns, Receive: o.receive, Timeout: o.kafkaTimeout, Bootstrap: bs, SkipJoin: o.noJoin})
 	if err != nil {
-		return err
+		return exitStatus{verifyExitNotChecked, "nothing checked: " + err.Error()}
 	}
 	if o.output == "json" {
 		enc := json.NewEncoder(stdout)

@@ -73,7 +73,7 @@ func (c *Client) JoinShareGroup(ctx context.Context, group, topic string, wait t
 			// COORDINATOR_LOAD_IN_PROGRESS, from FindCoordinator or the heartbeat itself) is
 			// retried until wait passes, as a consumer would.
 			if kerr.IsRetriable(err) && out.MemberEpoch == 0 && time.Now().Before(deadline) {
-				if !sleepCtx(ctx, 200*time.Millisecond) {
+				if !SleepCtx(ctx, 200*time.Millisecond) {
 					return out, wrap("ShareGroupHeartbeat", "group "+group, ctx.Err())
 				}
 				continue
@@ -98,14 +98,14 @@ func (c *Client) JoinShareGroup(ctx context.Context, group, topic string, wait t
 			return out, &Error{Op: "ShareGroupHeartbeat", Resource: "group " + group, Err: ErrNoAssignment,
 				Message: fmt.Sprintf("no partition of topic %s assigned within %s (member epoch %d)", topic, wait, out.MemberEpoch)}
 		}
-		if !sleepCtx(ctx, 200*time.Millisecond) {
+		if !SleepCtx(ctx, 200*time.Millisecond) {
 			return out, wrap("ShareGroupHeartbeat", "group "+group, ctx.Err())
 		}
 	}
 }
 
-// sleepCtx waits d, false when ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
+// SleepCtx waits d; false when ctx ended first (the caller then stops).
+func SleepCtx(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -2,9 +2,19 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
@@ -53,20 +63,22 @@ func wantConfig(e *kqv1.EffectiveDelivery, path string, v *kqv1.EffectiveValue) 
 	return v.Value, nil
 }
 
-// checkQueue checks a ShareQueue's claims against w; it returns the usability check of a
-// Ready queue to run concurrently with the others (nil when there is none).
-func (ck *checker) checkQueue(ctx context.Context, cl *kafka.Client, w *world, sq *kqv1.ShareQueue) func() {
+// checkQueue checks a ShareQueue's claims against w; it says whether the queue is Ready
+// with its topic there, so its usability is to be checked (runJoins).
+func (ck *checker) checkQueue(w *world, sq *kqv1.ShareQueue) (join bool) {
 	ns, name, st := sq.Namespace, sq.Name, &sq.Status
 	conds := st.Conditions
 	claim := func(field, says, has string, holds bool) { ck.claim(KindShareQueue, ns, name, field, says, has, holds) }
 	topicOK := false
-	if (isTrue(conds, kqv1.ConditionTopicReady) || isTrue(conds, kqv1.ConditionReady)) && st.TopicName != "" {
+	if isTrue(conds, kqv1.ConditionTopicReady) || isTrue(conds, kqv1.ConditionReady) {
 		cond := "conditions[TopicReady]"
 		if !isTrue(conds, kqv1.ConditionTopicReady) {
 			cond = "conditions[Ready]"
 		}
 		t, missing, why := w.topic(st.TopicName)
 		switch {
+		case st.TopicName == "":
+			claim(cond, "True (a topic exists)", "no topic named in status.topicName", false)
 		case why != "":
 			ck.unverifiable(KindShareQueue, ns, name, "%s", why)
 		case missing:
@@ -85,16 +97,44 @@ func (ck *checker) checkQueue(ctx context.Context, cl *kafka.Client, w *world, s
 			}
 		}
 	}
-	if isTrue(conds, kqv1.ConditionGroupConfigured) && st.Effective != nil && st.GroupID != "" {
+	switch {
+	case !isTrue(conds, kqv1.ConditionGroupConfigured):
+	case st.GroupID == "" || st.Effective == nil:
+		claim("conditions[GroupConfigured]", "True (a share group is configured)", fmt.Sprintf("status.groupID %q, status.effective %s: nothing to compare", st.GroupID, map[bool]string{true: "absent", false: "set"}[st.Effective == nil]), false)
+	default:
 		ck.checkGroupConfigs(w, sq)
 	}
 	if dl := st.DeadLetter; dl != nil && dl.Active {
 		ck.checkQueueDeadLetter(w, sq)
 	}
-	if !isTrue(conds, kqv1.ConditionReady) || ck.opts.SkipJoin || !topicOK || st.GroupID == "" {
-		return nil
+	return isTrue(conds, kqv1.ConditionReady) && !ck.opts.SkipJoin && topicOK && st.GroupID != ""
+}
+
+// runJoins checks the usability of queues on one cluster, Options.Parallel at a time. Once a
+// join or receive gets no answer from Kafka (a broker gone mid-check), the joins not yet
+// started are not tried — each would wait its full JoinWait for a cluster that is not
+// answering — and their Ready claims are listed unverifiable, naming the first failure.
+func (ck *checker) runJoins(ctx context.Context, cl *kafka.Client, queues []*kqv1.ShareQueue) {
+	var silent atomic.Pointer[string]
+	sem := make(chan struct{}, ck.opts.Parallel)
+	var wg sync.WaitGroup
+	for _, sq := range queues {
+		sem <- struct{}{}
+		if why := silent.Load(); why != nil {
+			<-sem
+			ck.unverifiable(KindShareQueue, sq.Namespace, sq.Name, "conditions[Ready]: join not tried: %s", *why)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if why := ck.checkUsable(ctx, cl, sq); why != "" {
+				why = fmt.Sprintf("Kafka did not answer the check of ShareQueue %s/%s: %s", sq.Namespace, sq.Name, why)
+				silent.CompareAndSwap(nil, &why)
+			}
+		}()
 	}
-	return func() { ck.checkUsable(ctx, cl, sq) }
+	wg.Wait()
 }
 
 func (ck *checker) checkGroupConfigs(w *world, sq *kqv1.ShareQueue) {
@@ -124,11 +164,16 @@ func (ck *checker) checkGroupConfigs(w *world, sq *kqv1.ShareQueue) {
 			}
 			ck.claim(KindShareQueue, ns, name, f.path, fmt.Sprintf("%s=%s (%s)", v.Config, want, v.Source), has, overridden && entry.Value == want)
 		case kqv1.SourceBrokerDefault:
-			has := v.Config + " not overridden"
+			says, has, holds := v.Config+" not overridden (BrokerDefault)", v.Config+" not overridden", !overridden
 			if overridden {
 				has = v.Config + "=" + entry.Value + " set on the group"
+			} else if want, err := wantConfig(st.Effective, f.path, v); present && v.Value != "" && err == nil {
+				// The value shown is the brokers' default: the group's describe gives it.
+				says = fmt.Sprintf("%s=%s, the brokers' default (BrokerDefault)", v.Config, want)
+				has = fmt.Sprintf("%s=%s, not overridden", v.Config, entry.Value)
+				holds = entry.Value == want
 			}
-			ck.claim(KindShareQueue, ns, name, f.path, v.Config+" not overridden (BrokerDefault)", has, !overridden)
+			ck.claim(KindShareQueue, ns, name, f.path, says, has, holds)
 		}
 	}
 }
@@ -161,26 +206,60 @@ func (ck *checker) checkQueueDeadLetter(w *world, sq *kqv1.ShareQueue) {
 }
 
 // checkUsable joins the queue's share group as a new member (and with Options.Receive
-// fetches once and releases what it got).
-func (ck *checker) checkUsable(ctx context.Context, cl *kafka.Client, sq *kqv1.ShareQueue) {
+// fetches once and releases what it got). It returns why when Kafka did not answer ("" when
+// the claim was compared).
+func (ck *checker) checkUsable(ctx context.Context, cl *kafka.Client, sq *kqv1.ShareQueue) (unanswered string) {
 	ns, name, st := sq.Namespace, sq.Name, &sq.Status
 	says := fmt.Sprintf("True (share group %s usable for topic %s)", st.GroupID, st.TopicName)
 	j, err := cl.JoinShareGroup(ctx, st.GroupID, st.TopicName, ck.opts.JoinWait)
+	if err != nil && !answered(err) {
+		ck.unverifiable(KindShareQueue, ns, name, "conditions[Ready]: Kafka did not answer the join: %v", err)
+		return err.Error()
+	}
 	if err != nil {
 		ck.claim(KindShareQueue, ns, name, "conditions[Ready]", says, "join failed: "+err.Error(), false)
-		return
+		return ""
 	}
 	has := fmt.Sprintf("joined, %d partitions assigned", j.Partitions)
 	if !ck.opts.Receive {
 		ck.claim(KindShareQueue, ns, name, "conditions[Ready]", says, has, true)
-		return
+		return ""
 	}
 	n, err := cl.ReceiveOnce(ctx, st.GroupID, st.TopicName, ck.opts.JoinWait)
+	if err != nil && !answered(err) {
+		ck.unverifiable(KindShareQueue, ns, name, "conditions[Ready]: %s; Kafka did not answer the receive: %v", has, err)
+		return err.Error()
+	}
 	if err != nil {
 		ck.claim(KindShareQueue, ns, name, "conditions[Ready]", says, has+"; receive failed: "+err.Error(), false)
-		return
+		return ""
 	}
 	ck.claim(KindShareQueue, ns, name, "conditions[Ready]", says, fmt.Sprintf("%s; received and released %d records", has, n), true)
+	return ""
+}
+
+// answered tells a join's or receive's failure that Kafka decided (a Kafka error code that
+// is not retriable, ErrNoAssignment: the coordinator took the member and assigned it
+// nothing, a broker too old for the request) from one where Kafka did not answer: a broker
+// gone mid-check (connection refused, reset or closed, any net.Error), a coordinator still
+// unavailable when the wait ran out (retriable codes such as COORDINATOR_NOT_AVAILABLE), a
+// context that ended. Only the first kind contradicts a Ready claim; the second makes it
+// unverifiable, as a cluster that does not answer does.
+func answered(err error) bool {
+	var ke *kerr.Error
+	var ne net.Error
+	var eof *kgo.ErrFirstReadEOF
+	switch {
+	case errors.As(err, &ke):
+		return !ke.Retriable
+	case errors.As(err, &ne), errors.As(err, &eof),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, net.ErrClosed), errors.Is(err, kgo.ErrClientClosed):
+		return false
+	}
+	return true
 }
 
 // routeGroup is the share group a route's dead-letter configs are on: status.groupID, else
@@ -200,6 +279,7 @@ func (ck *checker) checkRoute(w *world, r *kqv1.DeadLetterRoute) {
 	conds := st.Conditions
 	topicClaim := func(cond string) {
 		if st.TopicName == "" {
+			ck.claim(KindDeadLetterRoute, ns, name, cond, "True (a dead-letter topic exists)", "no topic named in status.topicName", false)
 			return
 		}
 		_, missing, why := w.topic(st.TopicName)
@@ -292,6 +372,14 @@ func (ck *checker) checkReserved(w *world, r *kqv1.DeadLetterRoute) {
 	ck.claim(KindDeadLetterRoute, ns, name, "status.effectiveMode",
 		fmt.Sprintf("Republisher: group %s %s=%s (%s attempts + %d reserved)", g, cfg, want, e.MaxDeliveryAttempts.Value, reserved), has,
 		reserved >= 1 && ok && entry.Source == kafka.ConfigSourceGroup && entry.Value == want)
+	// The republisher renews the acquisition lock while the application holds a record: the
+	// route is active only while the brokers take renew acknowledgements (KIP-1222; brokers
+	// before 4.3 have no such config and always take them).
+	const renew = "share.renew.acknowledge.enable"
+	if e, ok := live[renew]; ok {
+		ck.claim(KindDeadLetterRoute, ns, name, "conditions[RouteActive]", fmt.Sprintf("True (Republisher: group %s takes renew acknowledgements)", g),
+			fmt.Sprintf("group %s %s=%s", g, renew, e.Value), !strings.EqualFold(strings.TrimSpace(e.Value), "false"))
+	}
 }
 
 func existence(topic string, missing bool) string {

@@ -21,7 +21,8 @@
 // GroupConfigured True: every status.effective value with source GroupOverride or Clamped is
 // the group's live config (DescribeConfigs, resource GROUP) — durations compared in ms,
 // share.delivery.count.limit = maxDeliveryAttempts + reservedAttempts — and every value with
-// source BrokerDefault is not overridden on the group. status.deadLetter with active true:
+// source BrokerDefault is not overridden on the group, its value (when shown) the default
+// the group's describe reports. status.deadLetter with active true:
 // the DeadLetterRoute it names says the same topic and mode with RouteActive True, and the
 // topic exists. Ready True: the share group is usable — a new member joins it
 // (ShareGroupHeartbeat) and is assigned a partition of the topic; with Options.Receive it
@@ -30,8 +31,18 @@
 // DeadLetterRoute: RouteActive True ⇒ the topic status.topicName exists, and in
 // BrokerNative mode the group's errors.deadletterqueue.topic.name (KIP-1191) is that topic,
 // in Republisher mode the queue's group's share.delivery.count.limit keeps a reserved
-// attempt (= the queue's maxDeliveryAttempts + reservedAttempts, reservedAttempts >= 1).
+// attempt (= the queue's maxDeliveryAttempts + reservedAttempts, reservedAttempts >= 1) and
+// its share.renew.acknowledge.enable, where brokers have it (KIP-1222, 4.3+), is not false.
 // TopicReady True ⇒ the topic exists. Ready True ⇒ TopicReady is True and the topic exists.
+// A True condition whose field is empty (no status.topicName, no status.groupID or
+// status.effective under GroupConfigured) is false.
+//
+// An object being deleted claims nothing. A false claim is confirmed by reading its object
+// again: deleted, being deleted, or its claims rewritten since the List (not only its depth,
+// group, capacity or condition messages), it is unverifiable instead. A topic Metadata
+// reports unknown is asked about again (missingAsks) before it is missing. A
+// join or receive Kafka did not answer (network error, retriable code, timeout) is
+// unverifiable; one Kafka refused is false.
 //
 // Kafka is read here, independently of the controllers' observe code, so that their bugs
 // show: one Metadata request per 1,000 topics and one DescribeConfigs per 500 groups for
@@ -49,6 +60,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -158,7 +171,16 @@ func Check(ctx context.Context, c client.Reader, opts Options) (Report, error) {
 	}
 	ck := &checker{c: c, opts: opts, rep: Report{ClaimsByKind: map[string]int{}, Findings: []Finding{}, Unverifiable: []string{}}}
 	ck.rep.Objects = len(kcs.Items) + len(sqs.Items) + len(dlrs.Items)
-
+	ck.listed = make(map[string]client.Object, ck.rep.Objects)
+	for i := range kcs.Items {
+		ck.listed[KindKafkaCluster+" "+kcs.Items[i].Namespace+"/"+kcs.Items[i].Name] = &kcs.Items[i]
+	}
+	for i := range sqs.Items {
+		ck.listed[KindShareQueue+" "+sqs.Items[i].Namespace+"/"+sqs.Items[i].Name] = &sqs.Items[i]
+	}
+	for i := range dlrs.Items {
+		ck.listed[KindDeadLetterRoute+" "+dlrs.Items[i].Namespace+"/"+dlrs.Items[i].Name] = &dlrs.Items[i]
+	}
 	worlds := map[string]*world{}
 	get := func(ns, name string) *world {
 		key := ns + "/" + name
@@ -177,12 +199,18 @@ func Check(ctx context.Context, c client.Reader, opts Options) (Report, error) {
 	for i := range sqs.Items {
 		sq := &sqs.Items[i]
 		queues[sq.Namespace+"/"+sq.Name] = sq
+		if sq.DeletionTimestamp != nil {
+			continue // being deleted: its finalizer may already have removed topic and group
+		}
 		get(sq.Namespace, sq.Spec.ClusterRef.Name).queues[sq.Namespace+"/"+sq.Name] = sq
 	}
 	routes := map[string]*kqv1.DeadLetterRoute{}
 	for i := range dlrs.Items {
 		r := &dlrs.Items[i]
 		routes[r.Namespace+"/"+r.Name] = r
+		if r.DeletionTimestamp != nil {
+			continue
+		}
 		cluster := r.Status.ClusterName
 		if q := queues[r.Namespace+"/"+r.Spec.QueueRef.Name]; cluster == "" && q != nil {
 			cluster = q.Spec.ClusterRef.Name
@@ -201,6 +229,9 @@ func Check(ctx context.Context, c client.Reader, opts Options) (Report, error) {
 		if err := ck.checkWorld(ctx, w); err != nil {
 			return Report{}, err
 		}
+	}
+	if err := ck.confirm(ctx); err != nil {
+		return Report{}, err
 	}
 	sort.SliceStable(ck.rep.Findings, func(i, j int) bool {
 		a, b := ck.rep.Findings[i], ck.rep.Findings[j]
@@ -238,6 +269,8 @@ type checker struct {
 	opts Options
 	mu   sync.Mutex
 	rep  Report
+	// listed is each object as the List read it, by "Kind namespace/name".
+	listed map[string]client.Object
 }
 
 // claim records one compared claim, and a Finding when it does not hold.
@@ -260,7 +293,7 @@ func (ck *checker) unverifiable(kind, ns, name, format string, args ...any) {
 func isTrue(conds []metav1.Condition, typ string) bool { return meta.IsStatusConditionTrue(conds, typ) }
 
 func clusterClaims(kc *kqv1.KafkaCluster) bool {
-	return isTrue(kc.Status.Conditions, kqv1.ConditionConnected) || isTrue(kc.Status.Conditions, kqv1.ConditionReady)
+	return kc.DeletionTimestamp == nil && isTrue(kc.Status.Conditions, kqv1.ConditionConnected) || isTrue(kc.Status.Conditions, kqv1.ConditionReady)
 }
 
 func queueClaims(sq *kqv1.ShareQueue) bool {
@@ -350,41 +383,53 @@ func (ck *checker) checkWorld(ctx context.Context, w *world) error {
 	w.groups, w.groupsE = readGroups(ctx, cl, ck.opts.Timeout, sortedKeys(groups))
 
 	ck.checkCluster(w)
-	var joins []func()
+	var joins []*kqv1.ShareQueue
 	for _, k := range sortedKeys(w.queues) {
-		if j := ck.checkQueue(ctx, cl, w, w.queues[k]); j != nil {
-			joins = append(joins, j)
+		if ck.checkQueue(w, w.queues[k]) {
+			joins = append(joins, w.queues[k])
 		}
 	}
 	for _, k := range sortedKeys(w.routes) {
 		ck.checkRoute(w, w.routes[k])
 	}
-	sem := make(chan struct{}, ck.opts.Parallel)
-	var wg sync.WaitGroup
-	for _, j := range joins {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			j()
-		}()
-	}
-	wg.Wait()
+	ck.runJoins(ctx, cl, joins)
 	return nil
 }
 
+// missingAsks and missingPause: a topic Metadata reports unknown is asked about again, up to
+// missingAsks times in all, missingPause apart, before it counts as missing. Each Metadata
+// goes to one broker, and a broker's metadata trails the controller's: measured on a
+// 3-broker 4.4 cluster, topics the operator had created and seen (TopicReady True) were
+// UNKNOWN_TOPIC_OR_PARTITION at the broker the check asked (docs/kafka-findings.md).
+const (
+	missingAsks  = 5
+	missingPause = 500 * time.Millisecond
+)
+
 func readTopics(ctx context.Context, cl *kafka.Client, timeout time.Duration, names []string) (map[string]kafka.Topic, error) {
 	out := make(map[string]kafka.Topic, len(names))
-	for chunk := range slices.Chunk(names, topicsPerRequest) {
-		rctx, cancel := context.WithTimeout(ctx, timeout)
-		ts, err := cl.DescribeTopics(rctx, chunk...)
-		cancel()
-		if err != nil {
-			return nil, err
+	for ask := 1; len(names) > 0; ask++ {
+		for chunk := range slices.Chunk(names, topicsPerRequest) {
+			rctx, cancel := context.WithTimeout(ctx, timeout)
+			ts, err := cl.DescribeTopics(rctx, chunk...)
+			cancel()
+			if err != nil {
+				return nil, err
+			}
+			for k, v := range ts {
+				out[k] = v
+			}
 		}
-		for k, v := range ts {
-			out[k] = v
+		var missing []string
+		for _, n := range names {
+			if t, ok := out[n]; ok && t.Err != nil && kafka.IsNotFound(t.Err) {
+				missing = append(missing, n)
+			}
 		}
+		if ask == missingAsks || len(missing) == 0 || !kafka.SleepCtx(ctx, missingPause) {
+			break
+		}
+		names = missing
 	}
 	return out, nil
 }
@@ -504,6 +549,74 @@ func (ck *checker) checkCluster(w *world) {
 			}
 		}
 	}
+}
+
+// confirm re-reads every object a finding is about: one deleted, or being deleted, since
+// the List (its finalizer removes topic and group) no longer makes the claim that was
+// compared, and neither does one whose claims were rewritten since (the operator reconciled
+// during the check); their findings become unverifiable, with why. A rewrite of only the
+// figures that move on their own (claimsOf) keeps the finding: the status still claims it.
+func (ck *checker) confirm(ctx context.Context) error {
+	why := map[string]string{}
+	for _, f := range ck.rep.Findings {
+		k := f.Kind + " " + f.Namespace + "/" + f.Name
+		if _, done := why[k]; done {
+			continue
+		}
+		why[k] = ""
+		listed := ck.listed[k]
+		fresh := listed.DeepCopyObject().(client.Object)
+		err := ck.c.Get(ctx, client.ObjectKeyFromObject(listed), fresh)
+		switch {
+		case apierrors.IsNotFound(err):
+			why[k] = "deleted during the check"
+		case err != nil:
+			return fmt.Errorf("verify: re-reading %s: %w", k, err)
+		case fresh.GetDeletionTimestamp() != nil:
+			why[k] = "being deleted since the check began"
+		case fresh.GetResourceVersion() != listed.GetResourceVersion() && !equality.Semantic.DeepEqual(claimsOf(listed), claimsOf(fresh)):
+			why[k] = fmt.Sprintf("status rewritten during the check (resourceVersion %s, now %s): check again", listed.GetResourceVersion(), fresh.GetResourceVersion())
+		}
+	}
+	kept := ck.rep.Findings[:0]
+	for _, f := range ck.rep.Findings {
+		if w := why[f.Kind+" "+f.Namespace+"/"+f.Name]; w != "" {
+			ck.rep.Unverifiable = append(ck.rep.Unverifiable, fmt.Sprintf("%s %s/%s: %s: %s (status said %s, Kafka has %s)", f.Kind, f.Namespace, f.Name, f.Field, w, f.Claim, f.Observed))
+			continue
+		}
+		kept = append(kept, f)
+	}
+	ck.rep.Findings = kept
+	return nil
+}
+
+// claimsOf is the part of an object that makes claims: its spec references and status
+// without the figures that move on their own (a ShareQueue's status.group, status.depth and
+// status.capacity) and with each condition reduced to its type and status (messages and
+// transition times are rewritten by reconciles that change no claim).
+func claimsOf(o client.Object) any {
+	conds := func(cs []metav1.Condition) []string {
+		out := make([]string, len(cs))
+		for i, c := range cs {
+			out[i] = c.Type + "=" + string(c.Status)
+		}
+		return out
+	}
+	switch o := o.(type) {
+	case *kqv1.ShareQueue:
+		st := *o.Status.DeepCopy()
+		st.Group, st.Depth, st.Capacity, st.Conditions = nil, nil, nil, nil
+		return []any{o.Spec.ClusterRef, st, conds(o.Status.Conditions)}
+	case *kqv1.KafkaCluster:
+		st := *o.Status.DeepCopy()
+		st.Conditions = nil
+		return []any{st, conds(o.Status.Conditions)}
+	case *kqv1.DeadLetterRoute:
+		st := *o.Status.DeepCopy()
+		st.Conditions = nil
+		return []any{o.Spec.QueueRef, st, conds(o.Status.Conditions)}
+	}
+	return o
 }
 
 func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {
