@@ -152,7 +152,9 @@ func (ck *checker) checkGroupConfigs(w *world, sq *kqv1.ShareQueue) {
 		entry, present := live[v.Config]
 		overridden := present && entry.Source == kafka.ConfigSourceGroup
 		switch v.Source {
-		case kqv1.SourceGroupOverride, kqv1.SourceClamped:
+		case kqv1.SourceClamped:
+			ck.checkClamped(w, sq, f.path, v, entry, present, overridden)
+		case kqv1.SourceGroupOverride:
 			want, err := wantConfig(st.Effective, f.path, v)
 			if err != nil {
 				ck.unverifiable(KindShareQueue, ns, name, "%v", err)
@@ -176,6 +178,59 @@ func (ck *checker) checkGroupConfigs(w *world, sq *kqv1.ShareQueue) {
 			ck.claim(KindShareQueue, ns, name, f.path, says, has, holds)
 		}
 	}
+}
+
+// checkClamped checks an effective value with source Clamped: the value the brokers apply is
+// the group's config (its override, else the brokers' default) clamped to the brokers'
+// group.share.min.<x> / group.share.max.<x> bounds (KIP-1240; <x> is the group config
+// without its "share." prefix). The brokers clamp at run time, so the stored override may
+// lie outside the bounds — an override written while the bounds allowed it and then narrowed
+// by a broker restart, which the operator under boundsPolicy Reject reports as Clamped and
+// does not rewrite — and the claim holds when the clamp of it is the value shown. The bounds
+// are read from every live broker; brokers that disagree (a rolling restart under way) make
+// the claim unverifiable.
+func (ck *checker) checkClamped(w *world, sq *kqv1.ShareQueue, path string, v *kqv1.EffectiveValue, entry kafka.ConfigEntry, present, overridden bool) {
+	ns, name := sq.Namespace, sq.Name
+	want, err := wantConfig(sq.Status.Effective, path, v)
+	if err != nil {
+		ck.unverifiable(KindShareQueue, ns, name, "%v", err)
+		return
+	}
+	says := fmt.Sprintf("%s=%s (%s)", v.Config, want, v.Source)
+	if !present {
+		ck.unverifiable(KindShareQueue, ns, name, "%s: the group's describe does not report %s", path, v.Config)
+		return
+	}
+	live, err := strconv.ParseInt(entry.Value, 10, 64)
+	if err != nil {
+		ck.unverifiable(KindShareQueue, ns, name, "%s: %s=%q is not a number", path, v.Config, entry.Value)
+		return
+	}
+	lo, hi, why := w.bounds(strings.TrimPrefix(v.Config, "share."))
+	if why != "" {
+		ck.unverifiable(KindShareQueue, ns, name, "%s: %s", path, why)
+		return
+	}
+	applied := live
+	if lo != nil && applied < *lo {
+		applied = *lo
+	}
+	if hi != nil && applied > *hi {
+		applied = *hi
+	}
+	stored := "the brokers' default " + entry.Value
+	if overridden {
+		stored = "override " + entry.Value
+	}
+	has := fmt.Sprintf("%s=%d applied (%s, bounds %s..%s)", v.Config, applied, stored, boundText(lo), boundText(hi))
+	ck.claim(KindShareQueue, ns, name, path, says, has, strconv.FormatInt(applied, 10) == want)
+}
+
+func boundText(b *int64) string {
+	if b == nil {
+		return "none"
+	}
+	return strconv.FormatInt(*b, 10)
 }
 
 // checkQueueDeadLetter checks status.deadLetter (active): the route says the same, and the

@@ -18,8 +18,10 @@
 //
 // ShareQueue, when TopicReady or Ready is True: the topic status.topicName exists, and
 // status.topicId, status.partitions and status.replicationFactor equal the live values.
-// GroupConfigured True: every status.effective value with source GroupOverride or Clamped is
-// the group's live config (DescribeConfigs, resource GROUP) — durations compared in ms,
+// GroupConfigured True: every status.effective value with source GroupOverride is the
+// group's live config (DescribeConfigs, resource GROUP), and every value with source Clamped
+// is that config (override, else default) clamped to the live brokers' group.share.min/max.*
+// bounds (KIP-1240; see checkClamped) — durations compared in ms,
 // share.delivery.count.limit = maxDeliveryAttempts + reservedAttempts — and every value with
 // source BrokerDefault is not overridden on the group, its value (when shown) the default
 // the group's describe reports. status.deadLetter with active true:
@@ -262,6 +264,10 @@ type world struct {
 	groups  map[string]kafka.ResourceConfigs
 	topicsE error // the Metadata request failed
 	groupsE error // the DescribeConfigs request failed
+	// brokers are the live brokers' configs (read only when a status claims a Clamped value),
+	// and brokersE why they could not be read.
+	brokers  map[int32]kafka.BrokerConfigs
+	brokersE error
 }
 
 type checker struct {
@@ -381,6 +387,9 @@ func (ck *checker) checkWorld(ctx context.Context, w *world) error {
 	}
 	w.topics, w.topicsE = readTopics(ctx, cl, ck.opts.Timeout, sortedKeys(topics))
 	w.groups, w.groupsE = readGroups(ctx, cl, ck.opts.Timeout, sortedKeys(groups))
+	if claimsClamped(w.queues) {
+		w.brokers, w.brokersE = readBrokerConfigs(ctx, cl, ck.opts.Timeout, w.info.Brokers)
+	}
 
 	ck.checkCluster(w)
 	var joins []*kqv1.ShareQueue
@@ -621,4 +630,63 @@ func claimsOf(o client.Object) any {
 
 func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {
 	return meta.FindStatusCondition(conds, typ)
+}
+
+// claimsClamped says whether any queue's status shows an effective value with source
+// Clamped (only then are the brokers' bounds read).
+func claimsClamped(queues map[string]*kqv1.ShareQueue) bool {
+	for _, q := range queues {
+		for _, f := range effectiveFields(q.Status.Effective) {
+			if f.v != nil && f.v.Source == kqv1.SourceClamped {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// readBrokerConfigs reads every live broker's configs (one DescribeConfigs each).
+func readBrokerConfigs(ctx context.Context, cl *kafka.Client, timeout time.Duration, brokers []kafka.Broker) (map[int32]kafka.BrokerConfigs, error) {
+	out := make(map[int32]kafka.BrokerConfigs, len(brokers))
+	for _, b := range brokers {
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		bc, err := cl.DescribeBrokerConfigs(rctx, b.ID)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		out[b.ID] = bc
+	}
+	return out, nil
+}
+
+// bounds returns the brokers' group.share.min.<suffix> and group.share.max.<suffix> (nil
+// when the brokers do not report one), or why they cannot be compared: not read, or not the
+// same on every live broker.
+func (w *world) bounds(suffix string) (lo, hi *int64, why string) {
+	if w.brokersE != nil {
+		return nil, nil, fmt.Sprintf("the brokers' configs could not be read: %v", w.brokersE)
+	}
+	if len(w.brokers) == 0 {
+		return nil, nil, "no live broker's configs were read"
+	}
+	first := true
+	for _, id := range slices.Sorted(maps.Keys(w.brokers)) {
+		bc := w.brokers[id]
+		var l, h *int64
+		if n, ok := bc.Int("group.share.min." + suffix); ok {
+			l = &n
+		}
+		if n, ok := bc.Int("group.share.max." + suffix); ok {
+			h = &n
+		}
+		if first {
+			lo, hi, first = l, h, false
+			continue
+		}
+		if boundText(l) != boundText(lo) || boundText(h) != boundText(hi) {
+			return nil, nil, fmt.Sprintf("the brokers disagree on group.share.min/max.%s (broker %d: %s..%s, another: %s..%s)", suffix, id, boundText(l), boundText(h), boundText(lo), boundText(hi))
+		}
+	}
+	return lo, hi, ""
 }
