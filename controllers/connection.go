@@ -36,6 +36,25 @@ func clusterKey(kc *kqv1.KafkaCluster) string { return kc.Namespace + "/" + kc.N
 // settings or the content of a referenced Secret changed. Secret values never leave this
 // function except inside the client's configuration (never in errors, logs or status).
 func clientFor(ctx context.Context, secrets client.Reader, pool *kafka.Pool, kc *kqv1.KafkaCluster) (*kafka.Client, error) {
+	cfg, fp, err := configFor(ctx, secrets, kc)
+	if err != nil {
+		return nil, err
+	}
+	return pool.Get(clusterKey(kc), fp, func() (kafka.Config, error) { return cfg, nil })
+}
+
+// KafkaConfig is how the operator connects to a KafkaCluster: spec.bootstrapServers, and TLS
+// and SASL settings (OAuth, AWS_MSK_IAM included) built from the Secrets spec.tls and spec.sasl
+// reference, read with secrets. The truth checker (internal/verify, kqctl verify) uses it to
+// reach Kafka as the operator does. Errors name the Secret, key and spec field, never a value.
+func KafkaConfig(ctx context.Context, secrets client.Reader, kc *kqv1.KafkaCluster) (kafka.Config, error) {
+	cfg, _, err := configFor(ctx, secrets, kc)
+	return cfg, err
+}
+
+// configFor builds the client configuration of a KafkaCluster and a fingerprint of the
+// settings and Secret contents it was built from.
+func configFor(ctx context.Context, secrets client.Reader, kc *kqv1.KafkaCluster) (kafka.Config, string, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "bootstrap=%s\n", strings.Join(kc.Spec.BootstrapServers, ","))
 	cfg := kafka.Config{BootstrapServers: kc.Spec.BootstrapServers}
@@ -86,10 +105,10 @@ func clientFor(ctx context.Context, secrets client.Reader, pool *kafka.Pool, kc 
 		if t.CASecretRef != nil {
 			ca, err := getKey(t.CASecretRef.Name, t.CASecretRef.Key, "spec.tls.caSecretRef.key")
 			if err != nil {
-				return nil, err
+				return kafka.Config{}, "", err
 			}
 			if _, err := (kafka.TLSSettings{CAPEM: ca}).TLSConfig(); err != nil {
-				return nil, &secretError{msg: fmt.Sprintf("Secret %s/%s key %q holds no PEM certificate", kc.Namespace, t.CASecretRef.Name, t.CASecretRef.Key), invalid: true}
+				return kafka.Config{}, "", &secretError{msg: fmt.Sprintf("Secret %s/%s key %q holds no PEM certificate", kc.Namespace, t.CASecretRef.Name, t.CASecretRef.Key), invalid: true}
 			}
 			ts.CAPEM = ca
 		}
@@ -100,15 +119,15 @@ func clientFor(ctx context.Context, secrets client.Reader, pool *kafka.Pool, kc 
 			}
 			crt, err := getKey(name, certKey, certField)
 			if err != nil {
-				return nil, err
+				return kafka.Config{}, "", err
 			}
 			key, err := getKey(name, keyKey, keyField)
 			if err != nil {
-				return nil, err
+				return kafka.Config{}, "", err
 			}
 			ts.CertPEM, ts.KeyPEM = crt, key
 			if _, err := ts.TLSConfig(); err != nil {
-				return nil, &secretError{msg: fmt.Sprintf("Secret %s/%s: keys %q and %q do not form a PEM certificate and key pair", kc.Namespace, name, certKey, keyKey), invalid: true}
+				return kafka.Config{}, "", &secretError{msg: fmt.Sprintf("Secret %s/%s: keys %q and %q do not form a PEM certificate and key pair", kc.Namespace, name, certKey, keyKey), invalid: true}
 			}
 		}
 		cfg.TLS = &ts
@@ -116,17 +135,16 @@ func clientFor(ctx context.Context, secrets client.Reader, pool *kafka.Pool, kc 
 	if s := kc.Spec.SASL; s != nil {
 		ss, err := saslFor(s, getKey, getKeyOpt)
 		if err != nil {
-			return nil, err
+			return kafka.Config{}, "", err
 		}
 		spec, _ := json.Marshal(s) // names and keys, no values
 		fmt.Fprintf(h, "sasl=%s\n", spec)
 		if err := ss.Validate(); err != nil {
-			return nil, fmt.Errorf("sasl.mechanism %q: %w", s.Mechanism, err)
+			return kafka.Config{}, "", fmt.Errorf("sasl.mechanism %q: %w", s.Mechanism, err)
 		}
 		cfg.SASL = &ss
 	}
-	fp := hex.EncodeToString(h.Sum(nil))
-	return pool.Get(clusterKey(kc), fp, func() (kafka.Config, error) { return cfg, nil })
+	return cfg, hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // saslFor reads the credentials of spec.sasl: PLAIN and SCRAM from secretName (the username

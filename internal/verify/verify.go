@@ -2,15 +2,59 @@
 // DeadLetterRoute and compares each claim their status makes with what Kafka holds right now
 // (issue 20). A claim that Kafka contradicts is a Finding. `kqctl verify` and the soak test
 // (test/soak) both run it.
+//
+// A claim is a status field, or a condition with status True, that says something about
+// Kafka. A False or Unknown condition claims nothing (it is not checked), and neither do the
+// figures that move on their own (status.group members and state, status.depth, lag). The
+// claims checked:
+//
+// KafkaCluster, when Connected or Ready is True: status.clusterID; status.brokerCount and the
+// ids of status.brokers against the live brokers of one Metadata response;
+// status.finalizedFeatures and status.shareVersion against the finalized features brokers
+// report in ApiVersions now; status.brokerNativeDLQ = (share.version >= 2, KIP-1191);
+// conditions[ShareGroupsEnabled] True ⇒ share.version >= 1 (KIP-932);
+// status.shareStateTopic with exists true ⇒ __share_group_state exists with those partitions
+// and replication factor (smallest replica count over partitions).
+//
+// ShareQueue, when TopicReady or Ready is True: the topic status.topicName exists, and
+// status.topicId, status.partitions and status.replicationFactor equal the live values.
+// GroupConfigured True: every status.effective value with source GroupOverride or Clamped is
+// the group's live config (DescribeConfigs, resource GROUP) — durations compared in ms,
+// share.delivery.count.limit = maxDeliveryAttempts + reservedAttempts — and every value with
+// source BrokerDefault is not overridden on the group. status.deadLetter with active true:
+// the DeadLetterRoute it names says the same topic and mode with RouteActive True, and the
+// topic exists. Ready True: the share group is usable — a new member joins it
+// (ShareGroupHeartbeat) and is assigned a partition of the topic; with Options.Receive it
+// also fetches once and releases what it got.
+//
+// DeadLetterRoute: RouteActive True ⇒ the topic status.topicName exists, and in
+// BrokerNative mode the group's errors.deadletterqueue.topic.name (KIP-1191) is that topic,
+// in Republisher mode the queue's group's share.delivery.count.limit keeps a reserved
+// attempt (= the queue's maxDeliveryAttempts + reservedAttempts, reservedAttempts >= 1).
+// TopicReady True ⇒ the topic exists. Ready True ⇒ TopicReady is True and the topic exists.
+//
+// Kafka is read here, independently of the controllers' observe code, so that their bugs
+// show: one Metadata request per 1,000 topics and one DescribeConfigs per 500 groups for
+// each cluster, and one join per Ready queue (Options.Parallel at a time).
 package verify
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/controllers"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
 )
 
 // Options select what Check reads.
@@ -26,6 +70,14 @@ type Options struct {
 	// Bootstrap overrides a KafkaCluster's spec.bootstrapServers, keyed "namespace/name"
 	// (for running outside the cluster network).
 	Bootstrap map[string][]string
+	// Parallel is how many share-group joins (and receives) run at once (default 64).
+	Parallel int
+	// JoinWait is how long a join waits for the coordinator to assign a partition, and a
+	// receive for records (default 10s).
+	JoinWait time.Duration
+	// SkipJoin leaves out the usability check of Ready queues (no share-group member is
+	// created); every other claim is still checked.
+	SkipJoin bool
 }
 
 // Finding is one false claim: a status says Claim and Kafka shows Observed.
@@ -52,10 +104,414 @@ type Report struct {
 	// Unverifiable names claims that could not be compared (a cluster that did not answer),
 	// with why. They are not findings.
 	Unverifiable []string
+	// ClaimsByKind counts the compared claims per kind (KafkaCluster, ShareQueue,
+	// DeadLetterRoute).
+	ClaimsByKind map[string]int
 }
+
+// Summary is the one-line outcome: "checked N objects, M claims: K false, U unverifiable".
+func (r Report) Summary() string {
+	return fmt.Sprintf("checked %d objects, %d claims: %d false, %d unverifiable", r.Objects, r.Claims, len(r.Findings), len(r.Unverifiable))
+}
+
+// Kinds as they appear in Finding.Kind.
+const (
+	KindKafkaCluster    = "KafkaCluster"
+	KindShareQueue      = "ShareQueue"
+	KindDeadLetterRoute = "DeadLetterRoute"
+)
+
+// Request sizes: topics per Metadata request and resources per DescribeConfigs request.
+const (
+	topicsPerRequest  = 1000
+	configsPerRequest = 500
+)
 
 // Check compares every status claim with Kafka. The error is for failures to read the
 // Kubernetes API, not for false claims.
 func Check(ctx context.Context, c client.Reader, opts Options) (Report, error) {
-	return Report{}, errors.New("verify: not implemented yet")
+	if opts.Timeout <= 0 {
+		opts.Timeout = 10 * time.Second
+	}
+	if opts.Parallel <= 0 {
+		opts.Parallel = 64
+	}
+	if opts.JoinWait <= 0 {
+		opts.JoinWait = 10 * time.Second
+	}
+	var kcs kqv1.KafkaClusterList
+	var sqs kqv1.ShareQueueList
+	var dlrs kqv1.DeadLetterRouteList
+	var in []client.ListOption
+	if opts.Namespace != "" {
+		in = append(in, client.InNamespace(opts.Namespace))
+	}
+	for _, l := range []client.ObjectList{&kcs, &sqs, &dlrs} {
+		if err := c.List(ctx, l, in...); err != nil {
+			return Report{}, fmt.Errorf("verify: listing %T: %w", l, err)
+		}
+	}
+	ck := &checker{c: c, opts: opts, rep: Report{ClaimsByKind: map[string]int{}}}
+	ck.rep.Objects = len(kcs.Items) + len(sqs.Items) + len(dlrs.Items)
+
+	worlds := map[string]*world{}
+	get := func(ns, name string) *world {
+		key := ns + "/" + name
+		if w, ok := worlds[key]; ok {
+			return w
+		}
+		w := &world{key: key, queues: map[string]*kqv1.ShareQueue{}, routes: map[string]*kqv1.DeadLetterRoute{}}
+		worlds[key] = w
+		return w
+	}
+	for i := range kcs.Items {
+		kc := &kcs.Items[i]
+		get(kc.Namespace, kc.Name).kc = kc
+	}
+	queues := map[string]*kqv1.ShareQueue{}
+	for i := range sqs.Items {
+		sq := &sqs.Items[i]
+		queues[sq.Namespace+"/"+sq.Name] = sq
+		get(sq.Namespace, sq.Spec.ClusterRef.Name).queues[sq.Namespace+"/"+sq.Name] = sq
+	}
+	routes := map[string]*kqv1.DeadLetterRoute{}
+	for i := range dlrs.Items {
+		r := &dlrs.Items[i]
+		routes[r.Namespace+"/"+r.Name] = r
+		cluster := r.Status.ClusterName
+		if q := queues[r.Namespace+"/"+r.Spec.QueueRef.Name]; cluster == "" && q != nil {
+			cluster = q.Spec.ClusterRef.Name
+		}
+		if cluster == "" {
+			if routeClaims(r) {
+				ck.unverifiable(KindDeadLetterRoute, r.Namespace, r.Name, "no KafkaCluster resolved (status.clusterName empty and queue %s not found)", r.Spec.QueueRef.Name)
+			}
+			continue
+		}
+		get(r.Namespace, cluster).routes[r.Namespace+"/"+r.Name] = r
+	}
+	keys := make([]string, 0, len(worlds))
+	for k := range worlds {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		w := worlds[k]
+		w.allQueues, w.allRoutes = queues, routes
+		if err := ck.checkWorld(ctx, w); err != nil {
+			return Report{}, err
+		}
+	}
+	sort.SliceStable(ck.rep.Findings, func(i, j int) bool {
+		a, b := ck.rep.Findings[i], ck.rep.Findings[j]
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		if a.Namespace+"/"+a.Name != b.Namespace+"/"+b.Name {
+			return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+		}
+		return a.Field < b.Field
+	})
+	sort.Strings(ck.rep.Unverifiable)
+	return ck.rep, nil
+}
+
+// world is one KafkaCluster and the queues and routes on it.
+type world struct {
+	key    string
+	kc     *kqv1.KafkaCluster // nil when the referenced KafkaCluster does not exist
+	queues map[string]*kqv1.ShareQueue
+	routes map[string]*kqv1.DeadLetterRoute
+	// allQueues and allRoutes are every object read, by namespace/name.
+	allQueues map[string]*kqv1.ShareQueue
+	allRoutes map[string]*kqv1.DeadLetterRoute
+
+	info    kafka.ClusterInfo
+	topics  map[string]kafka.Topic
+	groups  map[string]kafka.ResourceConfigs
+	topicsE error // the Metadata request failed
+	groupsE error // the DescribeConfigs request failed
+}
+
+type checker struct {
+	c    client.Reader
+	opts Options
+	mu   sync.Mutex
+	rep  Report
+}
+
+// claim records one compared claim, and a Finding when it does not hold.
+func (ck *checker) claim(kind, ns, name, field, claim, observed string, holds bool) {
+	ck.mu.Lock()
+	defer ck.mu.Unlock()
+	ck.rep.Claims++
+	ck.rep.ClaimsByKind[kind]++
+	if !holds {
+		ck.rep.Findings = append(ck.rep.Findings, Finding{Kind: kind, Namespace: ns, Name: name, Field: field, Claim: claim, Observed: observed})
+	}
+}
+
+func (ck *checker) unverifiable(kind, ns, name, format string, args ...any) {
+	ck.mu.Lock()
+	defer ck.mu.Unlock()
+	ck.rep.Unverifiable = append(ck.rep.Unverifiable, fmt.Sprintf("%s %s/%s: %s", kind, ns, name, fmt.Sprintf(format, args...)))
+}
+
+func isTrue(conds []metav1.Condition, typ string) bool { return meta.IsStatusConditionTrue(conds, typ) }
+
+func clusterClaims(kc *kqv1.KafkaCluster) bool {
+	return isTrue(kc.Status.Conditions, kqv1.ConditionConnected) || isTrue(kc.Status.Conditions, kqv1.ConditionReady)
+}
+
+func queueClaims(sq *kqv1.ShareQueue) bool {
+	c := sq.Status.Conditions
+	return isTrue(c, kqv1.ConditionTopicReady) || isTrue(c, kqv1.ConditionReady) || isTrue(c, kqv1.ConditionGroupConfigured) ||
+		(sq.Status.DeadLetter != nil && sq.Status.DeadLetter.Active)
+}
+
+func routeClaims(r *kqv1.DeadLetterRoute) bool {
+	c := r.Status.Conditions
+	return isTrue(c, kqv1.ConditionRouteActive) || isTrue(c, kqv1.ConditionTopicReady) || isTrue(c, kqv1.ConditionReady)
+}
+
+// checkWorld reads one cluster's Kafka state in batches and checks its objects against it.
+func (ck *checker) checkWorld(ctx context.Context, w *world) error {
+	ns, name, _ := strings.Cut(w.key, "/")
+	skipAll := func(format string, args ...any) {
+		why := fmt.Sprintf(format, args...)
+		if w.kc != nil && clusterClaims(w.kc) {
+			ck.unverifiable(KindKafkaCluster, ns, name, "%s", why)
+		}
+		for _, k := range sortedKeys(w.queues) {
+			if q := w.queues[k]; queueClaims(q) {
+				ck.unverifiable(KindShareQueue, q.Namespace, q.Name, "%s", why)
+			}
+		}
+		for _, k := range sortedKeys(w.routes) {
+			if r := w.routes[k]; routeClaims(r) {
+				ck.unverifiable(KindDeadLetterRoute, r.Namespace, r.Name, "%s", why)
+			}
+		}
+	}
+	if w.kc == nil {
+		skipAll("KafkaCluster %s not found", w.key)
+		return nil
+	}
+	cfg, err := controllers.KafkaConfig(ctx, ck.c, w.kc)
+	if err != nil {
+		skipAll("KafkaCluster %s: %v", w.key, err)
+		return nil
+	}
+	if bs, ok := ck.opts.Bootstrap[w.key]; ok {
+		cfg.BootstrapServers = bs
+	}
+	cfg.ClientID = "kqctl-verify"
+	cfg.RequestTimeout = ck.opts.Timeout
+	cl, err := kafka.NewClient(cfg)
+	if err != nil {
+		skipAll("KafkaCluster %s: %v", w.key, err)
+		return nil
+	}
+	defer cl.Close()
+	rctx, cancel := context.WithTimeout(ctx, ck.opts.Timeout)
+	w.info, err = cl.DescribeCluster(rctx)
+	cancel()
+	if err != nil {
+		skipAll("KafkaCluster %s did not answer (bootstrap %s): %v", w.key, strings.Join(cfg.BootstrapServers, ","), err)
+		return nil
+	}
+
+	// What the statuses name: topics and groups, each read once.
+	topics := map[string]bool{}
+	groups := map[string]bool{}
+	if st := w.kc.Status.ShareStateTopic; clusterClaims(w.kc) && st != nil && st.Exists {
+		topics["__share_group_state"] = true
+	}
+	for _, q := range w.queues {
+		if q.Status.TopicName != "" {
+			topics[q.Status.TopicName] = true
+		}
+		if dl := q.Status.DeadLetter; dl != nil && dl.TopicName != "" {
+			topics[dl.TopicName] = true
+		}
+		if q.Status.GroupID != "" && isTrue(q.Status.Conditions, kqv1.ConditionGroupConfigured) {
+			groups[q.Status.GroupID] = true
+		}
+	}
+	for _, r := range w.routes {
+		if r.Status.TopicName != "" {
+			topics[r.Status.TopicName] = true
+		}
+		if g := ck.routeGroup(r, w); g != "" && isTrue(r.Status.Conditions, kqv1.ConditionRouteActive) {
+			groups[g] = true
+		}
+	}
+	w.topics, w.topicsE = readTopics(ctx, cl, ck.opts.Timeout, sortedKeys(topics))
+	w.groups, w.groupsE = readGroups(ctx, cl, ck.opts.Timeout, sortedKeys(groups))
+
+	ck.checkCluster(w)
+	var joins []func()
+	for _, k := range sortedKeys(w.queues) {
+		if j := ck.checkQueue(ctx, cl, w, w.queues[k]); j != nil {
+			joins = append(joins, j)
+		}
+	}
+	for _, k := range sortedKeys(w.routes) {
+		ck.checkRoute(w, w.routes[k])
+	}
+	sem := make(chan struct{}, ck.opts.Parallel)
+	var wg sync.WaitGroup
+	for _, j := range joins {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			j()
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+func readTopics(ctx context.Context, cl *kafka.Client, timeout time.Duration, names []string) (map[string]kafka.Topic, error) {
+	out := make(map[string]kafka.Topic, len(names))
+	for chunk := range slices.Chunk(names, topicsPerRequest) {
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		ts, err := cl.DescribeTopics(rctx, chunk...)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range ts {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+func readGroups(ctx context.Context, cl *kafka.Client, timeout time.Duration, ids []string) (map[string]kafka.ResourceConfigs, error) {
+	out := make(map[string]kafka.ResourceConfigs, len(ids))
+	for chunk := range slices.Chunk(ids, configsPerRequest) {
+		keys := make([]kafka.ResourceKey, len(chunk))
+		for i, id := range chunk {
+			keys[i] = kafka.ResourceKey{Type: kafka.GroupResource, Name: id}
+		}
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		rs, err := cl.DescribeConfigs(rctx, keys)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range rs {
+			out[k.Name] = v
+		}
+	}
+	return out, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// topic looks a topic up: its metadata, or why it cannot be compared ("" with ok when it
+// was read, missing reports IsNotFound).
+func (w *world) topic(name string) (t kafka.Topic, missing bool, why string) {
+	if w.topicsE != nil {
+		return t, false, fmt.Sprintf("Metadata for topic %s failed: %v", name, w.topicsE)
+	}
+	t, ok := w.topics[name]
+	if !ok {
+		return t, false, "topic " + name + " was not read"
+	}
+	if t.Err != nil {
+		if kafka.IsNotFound(t.Err) {
+			return t, true, ""
+		}
+		return t, false, fmt.Sprintf("topic %s: %v", name, t.Err)
+	}
+	return t, false, ""
+}
+
+// groupConfigs returns a group's live configs, or why they cannot be compared.
+func (w *world) groupConfigs(id string) (map[string]kafka.ConfigEntry, string) {
+	if w.groupsE != nil {
+		return nil, fmt.Sprintf("DescribeConfigs for group %s failed: %v", id, w.groupsE)
+	}
+	rc, ok := w.groups[id]
+	if !ok {
+		return nil, "group " + id + " configs were not read"
+	}
+	if rc.Err != nil {
+		return nil, fmt.Sprintf("group %s configs: %v", id, rc.Err)
+	}
+	return rc.Configs, ""
+}
+
+func (ck *checker) checkCluster(w *world) {
+	kc := w.kc
+	if !clusterClaims(kc) {
+		return
+	}
+	ns, name, st, ci := kc.Namespace, kc.Name, &kc.Status, w.info
+	claim := func(field, says, has string) { ck.claim(KindKafkaCluster, ns, name, field, says, has, says == has) }
+	if st.ClusterID != "" {
+		claim("status.clusterID", st.ClusterID, ci.ClusterID)
+	}
+	claim("status.brokerCount", strconv.Itoa(int(st.BrokerCount)), strconv.Itoa(len(ci.Brokers)))
+	if len(st.Brokers) > 0 {
+		var says, has []string
+		for _, b := range st.Brokers {
+			says = append(says, strconv.Itoa(int(b.ID)))
+		}
+		for _, b := range ci.Brokers {
+			has = append(has, strconv.Itoa(int(b.ID)))
+		}
+		claim("status.brokers", "ids "+strings.Join(says, ","), "ids "+strings.Join(has, ","))
+	}
+	if len(st.FinalizedFeatures) > 0 {
+		var says, has []string
+		for _, f := range st.FinalizedFeatures {
+			if f.Level > 0 {
+				says = append(says, fmt.Sprintf("%s=%d", f.Name, f.Level))
+			}
+		}
+		for _, n := range sortedKeys(ci.Finalized) {
+			has = append(has, fmt.Sprintf("%s=%d", n, ci.Finalized[n]))
+		}
+		sort.Strings(says)
+		claim("status.finalizedFeatures", strings.Join(says, ","), strings.Join(has, ","))
+	}
+	sv := ci.FeatureLevel("share.version")
+	claim("status.shareVersion", strconv.Itoa(int(st.ShareVersion)), strconv.Itoa(int(sv)))
+	ck.claim(KindKafkaCluster, ns, name, "status.brokerNativeDLQ", strconv.FormatBool(st.BrokerNativeDLQ),
+		fmt.Sprintf("%t (share.version %d)", sv >= 2, sv), st.BrokerNativeDLQ == (sv >= 2))
+	if isTrue(st.Conditions, kqv1.ConditionShareGroupsEnabled) {
+		ck.claim(KindKafkaCluster, ns, name, "conditions[ShareGroupsEnabled]", "True (share.version >= 1)", fmt.Sprintf("share.version %d", sv), sv >= 1)
+	}
+	if sst := st.ShareStateTopic; sst != nil && sst.Exists {
+		t, missing, why := w.topic("__share_group_state")
+		switch {
+		case why != "":
+			ck.unverifiable(KindKafkaCluster, ns, name, "status.shareStateTopic: %s", why)
+		case missing:
+			ck.claim(KindKafkaCluster, ns, name, "status.shareStateTopic.exists", "true", "no topic __share_group_state", false)
+		default:
+			ck.claim(KindKafkaCluster, ns, name, "status.shareStateTopic.exists", "true", "true", true)
+			if sst.Partitions != 0 {
+				claim("status.shareStateTopic.partitions", strconv.Itoa(int(sst.Partitions)), strconv.Itoa(int(t.Partitions)))
+			}
+			if sst.ReplicationFactor != 0 {
+				claim("status.shareStateTopic.replicationFactor", strconv.Itoa(int(sst.ReplicationFactor)), strconv.Itoa(int(t.ReplicationFactor)))
+			}
+		}
+	}
+}
+
+func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {
+	return meta.FindStatusCondition(conds, typ)
 }
