@@ -51,8 +51,22 @@ func (s *soak) runEpisode(ctx context.Context, ep int, rng *rand.Rand) {
 	n := 1 + rng.IntN(3)
 	var kinds []string
 	for len(kinds) < n {
-		k := faultKinds[rng.IntN(len(faultKinds))]
+		// Kinds are dealt from a shuffled deck, so every kind comes up once in each
+		// len(faultKinds) draws, even in a 3-minute run; a kind that cannot join this
+		// episode (a second broker fault, a repeat) goes back under the deck.
+		if len(s.deck) == 0 {
+			s.deck = slices.Clone(faultKinds)
+			rng.Shuffle(len(s.deck), func(i, j int) { s.deck[i], s.deck[j] = s.deck[j], s.deck[i] })
+		}
+		k := s.deck[0]
+		s.deck = s.deck[1:]
 		if slices.Contains(kinds, k) || brokerFault(k) && slices.ContainsFunc(kinds, brokerFault) {
+			s.deck = append(s.deck, k)
+			if len(s.deck) == 1 || !slices.ContainsFunc(s.deck, func(d string) bool {
+				return !slices.Contains(kinds, d) && !(brokerFault(d) && slices.ContainsFunc(kinds, brokerFault))
+			}) {
+				break
+			}
 			continue
 		}
 		kinds = append(kinds, k)

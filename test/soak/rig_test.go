@@ -58,6 +58,7 @@ type soak struct {
 	mu            sync.Mutex
 	settles       []time.Duration
 	boundNarrowed bool
+	deck          []string // fault kinds left to deal (runEpisode)
 
 	stopW   context.CancelFunc
 	watchWG sync.WaitGroup

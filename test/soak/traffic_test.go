@@ -522,8 +522,13 @@ func headerKeys(hs []kgo.RecordHeader) []string {
 // waitDrained waits until every confirmed-produced id is accounted for.
 func (s *soak) waitDrained(ctx context.Context, bound time.Duration) error {
 	start := time.Now()
+	lastNote := start
 	for {
 		miss := s.led.missing()
+		if time.Since(lastNote) > 30*time.Second && len(miss) > 0 {
+			lastNote = time.Now()
+			s.flog.note("draining: %d ids not yet accounted for, e.g. %v", len(miss), miss[:min(5, len(miss))])
+		}
 		if len(miss) == 0 {
 			s.flog.note("drained %s after the producers stopped: every confirmed id accepted or dead-lettered", time.Since(start).Round(time.Second))
 			return nil
