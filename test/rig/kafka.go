@@ -411,12 +411,19 @@ func (k *Kafka) startNode(n *Node) error {
 	return nil
 }
 
-// StopNode stops one node gracefully (SIGTERM, then SIGKILL after 30s).
-func (k *Kafka) StopNode(n *Node) {
+// take marks the node stopped and returns its process (nil when it was not running) and the
+// channel closed when that process has exited.
+func (n *Node) take() (*exec.Cmd, chan struct{}) {
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	cmd, done := n.cmd, n.done
 	n.cmd = nil
-	n.mu.Unlock()
+	return cmd, done
+}
+
+// StopNode stops one node gracefully (SIGTERM, then SIGKILL after 30s).
+func (k *Kafka) StopNode(n *Node) {
+	cmd, done := n.take()
 	if cmd == nil {
 		return
 	}
@@ -433,10 +440,7 @@ func (k *Kafka) StopNode(n *Node) {
 // controlled shutdown, no leadership handed over, unflushed log segments recovered at the
 // next start), and waits for it to exit. StartNode brings it back.
 func (k *Kafka) KillNode(n *Node) {
-	n.mu.Lock()
-	cmd, done := n.cmd, n.done
-	n.cmd = nil
-	n.mu.Unlock()
+	cmd, done := n.take()
 	if cmd == nil {
 		return
 	}

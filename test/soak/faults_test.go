@@ -207,44 +207,10 @@ func (s *soak) inject(ctx context.Context, ep int, kind string, rng *rand.Rand) 
 		return err
 
 	case faultQueueRecreate:
-		qs := s.pop.take(rng, 3, nil)
-		defer s.pop.release(qs)
-		var what []string
-		for _, q := range qs {
-			policy := "Delete"
-			if q.retain {
-				policy = "Retain"
-			}
-			what = append(what, fmt.Sprintf("%s/%s (%s)", q.cluster, q.name, policy))
-		}
-		end := s.flog.fault(ep, kind, "delete, wait until gone, create again: "+strings.Join(what, ", "))
-		err := s.deleteAndWait(ctx, qs, false)
-		for _, q := range qs {
-			if err != nil {
-				break
-			}
-			err = s.retryK8s(ctx, func() error { return ignoreExists(s.c.Create(ctx, q.object())) })
-		}
-		end(err)
-		return err
+		return s.recreate(ctx, ep, kind, s.pop.take(rng, 3, nil), false)
 
 	case faultRouteRecreate:
-		qs := s.pop.take(rng, 2, func(q queueSpec) bool { return q.route })
-		defer s.pop.release(qs)
-		var what []string
-		for _, q := range qs {
-			what = append(what, q.cluster+"/"+q.name+"-dlq")
-		}
-		end := s.flog.fault(ep, kind, "delete, wait until gone, create again: "+strings.Join(what, ", "))
-		err := s.deleteAndWait(ctx, qs, true)
-		for _, q := range qs {
-			if err != nil {
-				break
-			}
-			err = s.retryK8s(ctx, func() error { return ignoreExists(s.c.Create(ctx, q.routeObject())) })
-		}
-		end(err)
-		return err
+		return s.recreate(ctx, ep, kind, s.pop.take(rng, 2, func(q queueSpec) bool { return q.route }), true)
 
 	case faultDLTDelete:
 		qs := s.pop.take(rng, 1, func(q queueSpec) bool { return q.route })
@@ -281,6 +247,37 @@ func (s *soak) inject(ctx context.Context, ep int, kind string, rng *rand.Rand) 
 		return err
 	}
 	return fmt.Errorf("unknown fault %q", kind)
+}
+
+// recreate deletes the queues (or their routes), waits until they are gone and creates them
+// again with the same spec; it releases qs.
+func (s *soak) recreate(ctx context.Context, ep int, kind string, qs []queueSpec, routes bool) error {
+	defer s.pop.release(qs)
+	var what []string
+	for _, q := range qs {
+		switch {
+		case routes:
+			what = append(what, q.cluster+"/"+q.name+"-dlq")
+		case q.retain:
+			what = append(what, q.cluster+"/"+q.name+" (Retain)")
+		default:
+			what = append(what, q.cluster+"/"+q.name+" (Delete)")
+		}
+	}
+	end := s.flog.fault(ep, kind, "delete, wait until gone, create again: "+strings.Join(what, ", "))
+	err := s.deleteAndWait(ctx, qs, routes)
+	for _, q := range qs {
+		if err != nil {
+			break
+		}
+		var obj client.Object = q.object()
+		if routes {
+			obj = q.routeObject()
+		}
+		err = s.retryK8s(ctx, func() error { return ignoreExists(s.c.Create(ctx, obj)) })
+	}
+	end(err)
+	return err
 }
 
 // burst creates 10 new queues and edits 10 idle ones at once (the batch the manager is
