@@ -167,9 +167,16 @@ func (s *soak) inject(ctx context.Context, ep int, kind string, rng *rand.Rand) 
 		s.apiMu.Lock()
 		defer s.apiMu.Unlock()
 		api := s.env.ControlPlane.GetAPIServer()
-		if err := api.Stop(); err != nil {
+		// envtest sends SIGTERM and, when the apiserver has not finished its graceful
+		// shutdown within StopTimeout (20 s; measured: a loaded apiserver with the manager's
+		// watches open did not), SIGKILL, reporting the timeout as an error. Either way the
+		// apiserver is gone: that is the fault.
+		if err := api.Stop(); err != nil && !strings.Contains(err.Error(), "timeout waiting for process") {
 			end(err)
 			return err
+		} else if err != nil {
+			s.flog.note("episode %d: kube-apiserver did not stop within envtest's StopTimeout; it was killed", ep)
+			time.Sleep(2 * time.Second)
 		}
 		time.Sleep(down)
 		err := api.Start()
