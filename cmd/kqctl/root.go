@@ -48,9 +48,12 @@ func (e usageError) Error() string { return e.msg }
 // exitCode maps an error of execute to the process exit status.
 func exitCode(err error) int {
 	var u usageError
+	var st exitStatus
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &st):
+		return st.code
 	case errors.As(err, &u), strings.HasPrefix(err.Error(), "unknown command "), strings.HasPrefix(err.Error(), "unknown flag"),
 		strings.HasPrefix(err.Error(), "unknown shorthand flag"):
 		return 2
@@ -133,7 +136,8 @@ The kubeconfig flags (--kubeconfig, --context, -n/--namespace, --as, ...) work a
 		},
 	}
 	imp.AddCommand(newImportSQSCmd(name, cf))
-	root.AddCommand(imp, newStatusCmd(name, cf), newPlanCmd(name, cf), newPurgeCmd(name, cf), newResetOffsetsCmd(name, cf), newRedriveCmd(name, cf))
+	root.AddCommand(imp, newStatusCmd(name, cf), newPlanCmd(name, cf), newPurgeCmd(name, cf), newResetOffsetsCmd(name, cf), newRedriveCmd(name, cf),
+		newVerifyCmd(name, cf))
 	return root
 }
 

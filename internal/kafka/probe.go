@@ -17,6 +17,9 @@ type ShareJoin struct {
 	MemberEpoch int32
 	// Partitions is the number of partitions of the topic assigned to the member.
 	Partitions int
+	// Heartbeats is the number of ShareGroupHeartbeat requests sent before the assignment
+	// (retries of a coordinator that was not available included; the leave not counted).
+	Heartbeats int
 }
 
 // JoinShareGroup checks that group is a usable share group for topic without taking any
@@ -26,8 +29,8 @@ type ShareJoin struct {
 // ShareFetch, so no record is acquired and no delivery count moves.
 //
 // The error is the first failed heartbeat (a *Error whose Err is the Kafka error:
-// UNSUPPORTED_VERSION with share.version 0, INCONSISTENT_GROUP_PROTOCOL or GROUP_ID_NOT_FOUND
-// when the id is taken by a group of another type, GROUP_MAX_SIZE_REACHED at
+// UNSUPPORTED_VERSION with share.version 0; GROUP_ID_NOT_FOUND, message "Group <id> is not a
+// share group.", when a consumer group holds the id (measured on 4.4.0); GROUP_MAX_SIZE_REACHED at
 // group.share.max.size members, GROUP_AUTHORIZATION_FAILED, ...), or ErrNoAssignment when no
 // partition was assigned within wait. The leave's own failure is not reported: the member
 // expires after share.session.timeout.ms anyway.
@@ -61,19 +64,24 @@ func (c *Client) JoinShareGroup(ctx context.Context, group, topic string, wait t
 		rctx, cancel := context.WithTimeout(ctx, time.Until(deadline)+5*time.Second)
 		resp, err := req.RequestWith(rctx, c.cl)
 		cancel()
-		if err != nil {
-			return out, wrap("ShareGroupHeartbeat", "group "+group, err)
+		out.Heartbeats++
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
 		}
-		if err := itemErr("ShareGroupHeartbeat", "group "+group, resp.ErrorCode, resp.ErrorMessage); err != nil {
+		if err != nil {
 			// A coordinator moving or loading (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
-			// COORDINATOR_LOAD_IN_PROGRESS) is retried until wait passes, as a consumer would.
-			if kerr.IsRetriable(kerr.ErrorForCode(resp.ErrorCode)) && out.MemberEpoch == 0 && time.Now().Before(deadline) {
+			// COORDINATOR_LOAD_IN_PROGRESS, from FindCoordinator or the heartbeat itself) is
+			// retried until wait passes, as a consumer would.
+			if kerr.IsRetriable(err) && out.MemberEpoch == 0 && time.Now().Before(deadline) {
 				if !sleepCtx(ctx, 200*time.Millisecond) {
 					return out, wrap("ShareGroupHeartbeat", "group "+group, ctx.Err())
 				}
 				continue
 			}
-			return out, err
+			if resp != nil && resp.ErrorCode != 0 {
+				return out, itemErr("ShareGroupHeartbeat", "group "+group, resp.ErrorCode, resp.ErrorMessage)
+			}
+			return out, wrap("ShareGroupHeartbeat", "group "+group, err)
 		}
 		joined = true
 		out.MemberEpoch = resp.MemberEpoch
@@ -140,10 +148,4 @@ func (c *Client) ReceiveOnce(ctx context.Context, group, topic string, wait time
 		}
 	}
 	return len(recs), nil
-}
-
-// IsGroupTypeConflict reports the errors a share-group heartbeat gets when the group id is
-// held by a group of another type (classic or consumer).
-func IsGroupTypeConflict(err error) bool {
-	return errors.Is(err, kerr.InconsistentGroupProtocol) || errors.Is(err, kerr.GroupIDNotFound)
 }

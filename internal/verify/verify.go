@@ -41,6 +41,7 @@ package verify
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -83,12 +84,15 @@ type Options struct {
 // Finding is one false claim: a status says Claim and Kafka shows Observed.
 type Finding struct {
 	// Kind, Namespace and Name identify the object whose status made the claim.
-	Kind, Namespace, Name string
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
 	// Field is the status field or condition that made the claim, e.g. "status.partitions"
 	// or "conditions[Ready]".
-	Field string
+	Field string `json:"field"`
 	// Claim is what the status says; Observed is what Kafka holds now.
-	Claim, Observed string
+	Claim    string `json:"claim"`
+	Observed string `json:"observed"`
 }
 
 func (f Finding) String() string {
@@ -98,15 +102,16 @@ func (f Finding) String() string {
 // Report is one Check's outcome.
 type Report struct {
 	// Objects is how many objects were read, Claims how many claims were compared.
-	Objects, Claims int
+	Objects int `json:"objects"`
+	Claims  int `json:"claims"`
 	// Findings are the false claims; empty means every checked claim held.
-	Findings []Finding
+	Findings []Finding `json:"findings"`
 	// Unverifiable names claims that could not be compared (a cluster that did not answer),
 	// with why. They are not findings.
-	Unverifiable []string
+	Unverifiable []string `json:"unverifiable"`
 	// ClaimsByKind counts the compared claims per kind (KafkaCluster, ShareQueue,
 	// DeadLetterRoute).
-	ClaimsByKind map[string]int
+	ClaimsByKind map[string]int `json:"claimsByKind"`
 }
 
 // Summary is the one-line outcome: "checked N objects, M claims: K false, U unverifiable".
@@ -151,7 +156,7 @@ func Check(ctx context.Context, c client.Reader, opts Options) (Report, error) {
 			return Report{}, fmt.Errorf("verify: listing %T: %w", l, err)
 		}
 	}
-	ck := &checker{c: c, opts: opts, rep: Report{ClaimsByKind: map[string]int{}}}
+	ck := &checker{c: c, opts: opts, rep: Report{ClaimsByKind: map[string]int{}, Findings: []Finding{}, Unverifiable: []string{}}}
 	ck.rep.Objects = len(kcs.Items) + len(sqs.Items) + len(dlrs.Items)
 
 	worlds := map[string]*world{}
@@ -190,12 +195,7 @@ func Check(ctx context.Context, c client.Reader, opts Options) (Report, error) {
 		}
 		get(r.Namespace, cluster).routes[r.Namespace+"/"+r.Name] = r
 	}
-	keys := make([]string, 0, len(worlds))
-	for k := range worlds {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range sortedKeys(worlds) {
 		w := worlds[k]
 		w.allQueues, w.allRoutes = queues, routes
 		if err := ck.checkWorld(ctx, w); err != nil {
@@ -409,14 +409,8 @@ func readGroups(ctx context.Context, cl *kafka.Client, timeout time.Duration, id
 	return out, nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
-}
+// sortedKeys lists a map's keys in order, so checks and their output are deterministic.
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // topic looks a topic up: its metadata, or why it cannot be compared ("" with ok when it
 // was read, missing reports IsNotFound).

@@ -17,8 +17,8 @@ import (
 	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
 )
 
-// A world the operator reconciled — a 4.4 cluster with a plain queue and a queue with an
-// Auto (BrokerNative) route, and a cluster formatted at release 4.1 (share.version finalized
+// A world the operator reconciled — a 4.4 cluster with a plain queue, a queue with a clamped
+// lease and a queue with an Auto (BrokerNative) route, and a cluster formatted at release 4.1 (share.version finalized
 // to 1 by the operator) with an Auto (Republisher) route — holds every claim, and claims of
 // every kind are compared. With Receive, the records a check fetched are released: they are
 // still there for the application, one delivery attempt later.
@@ -38,11 +38,14 @@ func TestCheckReconciledWorldHoldsEveryClaim(t *testing.T) {
 	plain := queue(ns, "plain", "local", kqv1.DeliverySpec{LockDuration: &metav1.Duration{Duration: 45 * time.Second},
 		MaxDeliveryAttempts: ptr.To[int32](4), AutoOffsetReset: ptr.To("earliest")})
 	native := queue(ns, "native", "local", kqv1.DeliverySpec{MaxDeliveryAttempts: ptr.To[int32](3)})
+	// clamped: a lease above the brokers' max, written clamped (source Clamped).
+	clamped := queue(ns, "clamped", "local", kqv1.DeliverySpec{LockDuration: &metav1.Duration{Duration: 2 * time.Hour}})
+	clamped.Spec.BoundsPolicy = kqv1.BoundsPolicyClamp
 	jobs := queue(ns, "jobs", "legacy", kqv1.DeliverySpec{MaxDeliveryAttempts: ptr.To[int32](3)})
 	nativeRoute := route(ns, "native-dead", "native", "", "")
 	jobsRoute := route(ns, "jobs-dead", "jobs", "", "jobs-dead-"+ns)
-	s.create(t, local, legacy, plain, native, jobs, nativeRoute, jobsRoute)
-	for _, o := range []client.Object{local, legacy, plain, native, jobs, nativeRoute, jobsRoute} {
+	s.create(t, local, legacy, plain, native, clamped, jobs, nativeRoute, jobsRoute)
+	for _, o := range []client.Object{local, legacy, plain, native, clamped, jobs, nativeRoute, jobsRoute} {
 		s.waitTrue(t, o, kqv1.ConditionReady)
 	}
 	if nativeRoute.Status.EffectiveMode != kqv1.DeadLetterModeBrokerNative || jobsRoute.Status.EffectiveMode != kqv1.DeadLetterModeRepublisher {
@@ -71,8 +74,11 @@ func TestCheckReconciledWorldHoldsEveryClaim(t *testing.T) {
 	for _, u := range rep.Unverifiable {
 		t.Errorf("unverifiable with every cluster up: %s", u)
 	}
-	if rep.Objects != 7 {
-		t.Errorf("Objects = %d, want 7", rep.Objects)
+	if rep.Objects != 8 {
+		t.Errorf("Objects = %d, want 8", rep.Objects)
+	}
+	if e := clamped.Status.Effective; e == nil || e.LockDuration == nil || e.LockDuration.Source != kqv1.SourceClamped {
+		t.Errorf("queue clamped: effective %+v, want lockDuration with source Clamped (the claim this world must include)", e)
 	}
 	for _, kind := range []string{KindKafkaCluster, KindShareQueue, KindDeadLetterRoute} {
 		if rep.ClaimsByKind[kind] == 0 {
@@ -207,8 +213,8 @@ func TestCheckCatchesEachFalseClaim(t *testing.T) {
 	if err != nil || res[g] != nil {
 		t.Fatalf("altering %s: %v %v", g, err, res[g])
 	}
-	// handwritten: statuses written by hand — a queue's partitions, a cluster's broker count
-	// and share.version.
+	// handwritten: statuses written by hand — a queue's partitions, a cluster's broker count,
+	// share.version and brokerNativeDLQ.
 	hw := qs["handwritten"]
 	hw.Status.Partitions = 9
 	if err := s.k8s.Status().Update(ctx, hw); err != nil {
@@ -217,7 +223,7 @@ func TestCheckCatchesEachFalseClaim(t *testing.T) {
 	if err := s.k8s.Get(ctx, client.ObjectKeyFromObject(liar), liar); err != nil {
 		t.Fatal(err)
 	}
-	liar.Status.BrokerCount, liar.Status.ShareVersion = 3, 1
+	liar.Status.BrokerCount, liar.Status.ShareVersion, liar.Status.BrokerNativeDLQ = 3, 1, false
 	if err := s.k8s.Status().Update(ctx, liar); err != nil {
 		t.Fatal(err)
 	}
@@ -226,8 +232,10 @@ func TestCheckCatchesEachFalseClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustItems(s.admin.DeleteTopics(ctx, dlr.Status.TopicName))
-	// classic: a classic consumer group holds the queue's group id, so no share consumer can
-	// join it.
+	// classic: a consumer group of another type holds the queue's group id, so no share
+	// consumer can join it. The check above joined the share group, so it exists (empty):
+	// it is deleted first.
+	mustItems(s.admin.DeleteShareGroups(ctx, qs["classic"].Status.GroupID))
 	cg, err := kgo.NewClient(kgo.SeedBrokers(s.kafka.BootstrapServers()...), kgo.ConsumerGroup(qs["classic"].Status.GroupID),
 		kgo.ConsumeTopics(topic("classic")))
 	if err != nil {
@@ -273,7 +281,7 @@ func TestCheckCatchesEachFalseClaim(t *testing.T) {
 		{"hand-written partitions", KindShareQueue, "handwritten", "status.partitions", []string{"status says 9", "Kafka has 1"}},
 		{"hand-written brokerCount", KindKafkaCluster, "liar", "status.brokerCount", []string{"status says 3", "Kafka has 1"}},
 		{"hand-written share.version", KindKafkaCluster, "liar", "status.shareVersion", []string{"status says 1", "Kafka has 2"}},
-		{"hand-written brokerNativeDLQ inconsistent with share.version", KindKafkaCluster, "liar", "status.brokerNativeDLQ", nil},
+		{"hand-written brokerNativeDLQ inconsistent with share.version", KindKafkaCluster, "liar", "status.brokerNativeDLQ", []string{"status says false", "Kafka has true (share.version 2)"}},
 		{"route's dead-letter topic deleted", KindDeadLetterRoute, "routed-dead", "conditions[RouteActive]", []string{"no topic " + dlr.Status.TopicName}},
 		{"route's dead-letter topic deleted, as the queue says it", KindShareQueue, "routed", "status.deadLetter.topicName", []string{"no topic " + dlr.Status.TopicName}},
 		{"group held by a classic consumer group", KindShareQueue, "classic", "conditions[Ready]", []string{"join failed"}},
