@@ -90,7 +90,10 @@ func (s *soak) runEpisode(ctx context.Context, ep int, rng *rand.Rand) {
 		}()
 	}
 	wg.Wait()
-	if s.mgr.exited() {
+	s.mgrMu.Lock()
+	exited := s.mgr.exited()
+	s.mgrMu.Unlock()
+	if exited {
 		s.t.Errorf("episode %d: the manager exited on its own; log %s", ep, s.mgr.logPath)
 	}
 	if err := s.checkClean(ctx, fmt.Sprintf("episode %d", ep), time.Now(), false); err != nil {
