@@ -59,6 +59,7 @@ type soak struct {
 	settles       []time.Duration
 	boundNarrowed bool
 	deck          []string // fault kinds left to deal (runEpisode)
+	skipped       int      // findings dropped by skipCheckerBugs
 
 	stopW   context.CancelFunc
 	watchWG sync.WaitGroup
