@@ -90,18 +90,17 @@ func (s *soak) runEpisode(ctx context.Context, ep int, rng *rand.Rand) {
 		}()
 	}
 	wg.Wait()
-	s.mgrMu.Lock()
-	exited := s.mgr.exited()
-	s.mgrMu.Unlock()
-	if exited {
-		s.t.Errorf("episode %d: the manager exited on its own; log %s", ep, s.mgr.logPath)
-	}
 	if err := s.checkClean(ctx, fmt.Sprintf("episode %d", ep), time.Now(), false); err != nil {
 		s.t.Error(err)
 	}
 }
 
 func (s *soak) inject(ctx context.Context, ep int, kind string, rng *rand.Rand) error {
+	switch kind {
+	case faultBrokerKill, faultISRLoss, faultBoundChange:
+		from := time.Now()
+		defer func() { s.led.brokerWindow(from, time.Now()) }()
+	}
 	switch kind {
 	case faultBrokerKill:
 		node := s.main.Nodes[rng.IntN(len(s.main.Nodes))]

@@ -60,6 +60,8 @@ type soak struct {
 	boundNarrowed bool
 	deck          []string // fault kinds left to deal (runEpisode)
 	skipped       int      // findings dropped by skipCheckerBugs
+	mgrExits      int      // manager exits superviseManager restarted (under mgrMu)
+	brokerDLQLost int      // poison ids the brokers archived without a dead letter (waitDrained)
 
 	stopW   context.CancelFunc
 	watchWG sync.WaitGroup
@@ -158,7 +160,38 @@ func startRig(t *testing.T, ctx context.Context, dir string, flog *faultLog, see
 		}
 	}
 	s.led = newLedger()
+	go s.superviseManager(ctx)
 	return s
+}
+
+// superviseManager restarts the manager when it exits on its own, as the kubelet restarts a
+// Deployment's container: a manager started while the apiserver is down (the manager-kill
+// and apiserver-restart faults overlapping) exits at once ("building manager: failed to get
+// server groups"). Each such exit is logged with the manager's last error line and counted.
+func (s *soak) superviseManager(ctx context.Context) {
+	for ctx.Err() == nil {
+		time.Sleep(2 * time.Second)
+		s.mgrMu.Lock()
+		if s.mgr.exited() {
+			s.mgr.cmd = nil
+			s.mgrExits++
+			err := s.mgr.start()
+			s.flog.note("manager exited on its own (last error: %s); started again as a kubelet would (start error %v)", lastErrorLine(s.mgr.logPath), err)
+		}
+		s.mgrMu.Unlock()
+	}
+}
+
+// lastErrorLine is the manager log's last error-level line, shortened.
+func lastErrorLine(path string) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(string(b), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], `"level":"error"`) {
+			return lines[i][:min(300, len(lines[i]))]
+		}
+	}
+	return "none logged"
 }
 
 func (s *soak) stop() {

@@ -149,10 +149,13 @@ func TestSoak(t *testing.T) {
 	}
 	flog.note("fault counts: %s", flog.counts())
 	flog.note("settle times after the last fault: %s", s.settleSummary())
-	flog.note("records: %s", s.led.summary())
+	flog.note("records: %s; %d poison ids on main archived by the brokers without a dead letter during a broker fault", s.led.summary(), s.brokerDLQLost)
 	flog.note("findings skipped as checker bug 1 (stored override clamped at run time, see skipCheckerBugs): %d", s.skipped)
 	flog.note("retain topics: %d tracked, %d polls (%d failed)", s.ids.tracked(), s.ids.polls(), s.ids.failedPolls())
 	flog.note("resources: %s", s.res.summary())
+	s.mgrMu.Lock()
+	flog.note("manager: started %d times, %d of them after it exited on its own", s.mgr.starts, s.mgrExits)
+	s.mgrMu.Unlock()
 	if t.Failed() {
 		flog.note("FAILED; replay with: make soak SOAK_SEED=%d SOAK_DURATION=%s", seed, *flagDuration)
 	} else {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -78,6 +79,8 @@ type idState struct {
 	unconfirmedAcks  int
 	deadLettered     int // copies seen in the dead-letter topic
 	dltProvenanceBad string
+	queue            string
+	lastDelivery     time.Time
 }
 
 // ledger is the applications' view of every id.
@@ -92,6 +95,28 @@ type ledger struct {
 	unknownAcks                 int
 	produceFailed               int
 	strays                      []string
+	// brokerWindows are the spans during which one of main's brokers was stopping, down or
+	// starting (broker faults), widened by brokerWindowSlack; see missing.
+	brokerWindows [][2]time.Time
+}
+
+// brokerWindowSlack widens each broker fault's window: a final delivery acknowledged just
+// before a broker began its shutdown may be dead-lettered by it during the shutdown.
+const brokerWindowSlack = 10 * time.Second
+
+func (l *ledger) brokerWindow(from, to time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.brokerWindows = append(l.brokerWindows, [2]time.Time{from.Add(-brokerWindowSlack), to.Add(brokerWindowSlack)})
+}
+
+func (l *ledger) inBrokerWindowLocked(t time.Time) bool {
+	for _, w := range l.brokerWindows {
+		if !t.Before(w[0]) && !t.After(w[1]) {
+			return true
+		}
+	}
+	return false
 }
 
 func newLedger() *ledger { return &ledger{ids: map[string]*idState{}} }
@@ -99,7 +124,7 @@ func newLedger() *ledger { return &ledger{ids: map[string]*idState{}} }
 func (l *ledger) sent(id string, k kind) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.ids[id] = &idState{k: k}
+	l.ids[id] = &idState{k: k, queue: id[:strings.LastIndexByte(id, '/')]}
 }
 
 func (l *ledger) produceResult(id string, err error) {
@@ -130,6 +155,7 @@ func (l *ledger) delivered(id string, count int32, via string) {
 		l.redeliveredAfterUnconfirmed++
 	}
 	st.deliveries++
+	st.lastDelivery = time.Now()
 }
 
 // acked records an ack's outcome: nil confirmed, refused (the brokers said no), or unknown.
@@ -174,10 +200,16 @@ func (l *ledger) deadLettered(id, provenanceProblem string) {
 
 // missing lists the confirmed-produced ids not yet accounted for: an ok id neither accepted
 // by an app nor dead-lettered, a poison id not dead-lettered.
-func (l *ledger) missing() []string {
+//
+// One exception, a Kafka finding (docs/kafka-findings.md): on main the brokers write the
+// dead letter (KIP-1191) after the share-partition leader archives the record, and a leader
+// that shuts down or is killed meanwhile loses that write: the record is archived with no
+// copy and no client is told. A poison id on main that was delivered, whose last delivery
+// fell inside a broker fault's window, and that never reached the dead-letter topic is
+// counted in brokerDLQLost, not as missing.
+func (l *ledger) missing() (out []string, brokerDLQLost []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []string
 	for id, st := range l.ids {
 		if st.produced != 1 {
 			continue
@@ -186,10 +218,17 @@ func (l *ledger) missing() []string {
 		case st.k == kindOK && !st.acceptTried && st.deadLettered == 0:
 			out = append(out, fmt.Sprintf("%s (ok, %d deliveries)", id, st.deliveries))
 		case st.k != kindOK && st.deadLettered == 0:
-			out = append(out, fmt.Sprintf("%s (poison %c, %d deliveries)", id, st.k, st.deliveries))
+			what := fmt.Sprintf("%s (poison %c, %d deliveries, last at %s)", id, st.k, st.deliveries, st.lastDelivery.UTC().Format("15:04:05.000"))
+			if strings.HasPrefix(st.queue, "t-main-") && st.deliveries > 0 && l.inBrokerWindowLocked(st.lastDelivery) {
+				brokerDLQLost = append(brokerDLQLost, what)
+				continue
+			}
+			out = append(out, what)
 		}
 	}
-	return out
+	sort.Strings(out)
+	sort.Strings(brokerDLQLost)
+	return out, brokerDLQLost
 }
 
 func (l *ledger) violations() []string {
@@ -524,13 +563,17 @@ func (s *soak) waitDrained(ctx context.Context, bound time.Duration) error {
 	start := time.Now()
 	lastNote := start
 	for {
-		miss := s.led.missing()
-		if time.Since(lastNote) > 30*time.Second && len(miss) > 0 {
+		miss, lost := s.led.missing()
+		if time.Since(lastNote) > 30*time.Second && len(miss)+len(lost) > 0 {
 			lastNote = time.Now()
-			s.flog.note("draining: %d ids not yet accounted for, e.g. %v", len(miss), miss[:min(5, len(miss))])
+			s.flog.note("draining: %d ids not yet accounted for, e.g. %v; %d poison ids on main not dead-lettered yet, last delivered during a broker fault", len(miss), miss[:min(5, len(miss))], len(lost))
 		}
-		if len(miss) == 0 {
-			s.flog.note("drained %s after the producers stopped: every confirmed id accepted or dead-lettered", time.Since(start).Round(time.Second))
+		if len(miss) == 0 && (len(lost) == 0 || time.Since(start) > time.Minute) {
+			s.flog.note("drained %s after the producers stopped: every confirmed id accepted or dead-lettered, except %d poison ids on main whose dead letter the brokers never wrote, each last delivered during a broker fault (docs/kafka-findings.md): %v",
+				time.Since(start).Round(time.Second), len(lost), lost)
+			s.mu.Lock()
+			s.brokerDLQLost = len(lost)
+			s.mu.Unlock()
 			return nil
 		}
 		if time.Since(start) > bound {
