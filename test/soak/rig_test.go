@@ -5,7 +5,6 @@ package soak
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,7 +123,7 @@ func startRig(t *testing.T, ctx context.Context, dir string, flog *faultLog, see
 		t.Fatal(err)
 	}
 
-	addr, err := freeAddr()
+	addr, err := rig.FreeLoopbackAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,15 +213,6 @@ func mkdir(t *testing.T, parts ...string) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // retryK8s retries f while the apiserver is restarting or refuses for a moment (conflicts

@@ -22,6 +22,7 @@ import (
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/republisher"
+	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
 )
 
 const (
@@ -326,7 +327,7 @@ func (s *soak) startTraffic(ctx context.Context) {
 			go func() { defer s.tr.consWG.Done(); s.consumeDirect(cctx, tq) }()
 			continue
 		}
-		addr, err := freeAddr()
+		addr, err := rig.FreeLoopbackAddr()
 		if err != nil {
 			s.t.Fatal(err)
 		}
