@@ -99,6 +99,10 @@ type ledger struct {
 	// brokerWindows are the spans during which one of main's brokers was stopping, down or
 	// starting (broker faults), widened by brokerWindowSlack; see missing.
 	brokerWindows [][2]time.Time
+	// byOffset maps "topic/partition/offset" of every confirmed record to its id, for dead
+	// letters that carry the provenance headers but not the record's value.
+	byOffset      map[string]string
+	valuelessDLTs int
 }
 
 // brokerWindowSlack widens each broker fault's window: a final delivery acknowledged just
@@ -120,7 +124,7 @@ func (l *ledger) inBrokerWindowLocked(t time.Time) bool {
 	return false
 }
 
-func newLedger() *ledger { return &ledger{ids: map[string]*idState{}} }
+func newLedger() *ledger { return &ledger{ids: map[string]*idState{}, byOffset: map[string]string{}} }
 
 func (l *ledger) sent(id string, k kind) {
 	l.mu.Lock()
@@ -128,7 +132,7 @@ func (l *ledger) sent(id string, k kind) {
 	l.ids[id] = &idState{k: k, queue: id[:strings.LastIndexByte(id, '/')]}
 }
 
-func (l *ledger) produceResult(id string, err error) {
+func (l *ledger) produceResult(id string, r *kgo.Record, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err != nil {
@@ -137,6 +141,19 @@ func (l *ledger) produceResult(id string, err error) {
 		return
 	}
 	l.ids[id].produced = 1
+	l.byOffset[fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset)] = id
+}
+
+// byProvenance finds the id of a dead letter without the record's value by the source
+// topic, partition and offset its headers name; "" when they name no record of the soak.
+func (l *ledger) byProvenance(topic, partition, offset string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	id := l.byOffset[topic+"/"+partition+"/"+offset]
+	if id != "" {
+		l.valuelessDLTs++
+	}
+	return id
 }
 
 // delivered records one delivery to an app. A delivery after a confirmed accept is a
@@ -274,7 +291,7 @@ func (l *ledger) summary() string {
 			dltDup++
 		}
 	}
-	return fmt.Sprintf("%d produced (%d confirmed, %d failed produce); %d ok ids: %d accepted, %d of them delivered more than once, %d dead-lettered; %d poison ids; %d ids in a dead-letter topic (%d more than once); %d deliveries; acks refused %d, unconfirmed %d; deliveries after an unconfirmed ack %d",
+	return fmt.Sprintf("%d dead letters without the record's value, matched by provenance; ", l.valuelessDLTs) + fmt.Sprintf("%d produced (%d confirmed, %d failed produce); %d ok ids: %d accepted, %d of them delivered more than once, %d dead-lettered; %d poison ids; %d ids in a dead-letter topic (%d more than once); %d deliveries; acks refused %d, unconfirmed %d; deliveries after an unconfirmed ack %d",
 		produced, confirmed, l.produceFailed, ok, accepted, acceptedTwice, okInDLT, poison, dlt, dltDup, deliveries, l.refusedAcks, l.unknownAcks, l.redeliveredAfterUnconfirmed)
 }
 
@@ -401,9 +418,9 @@ func (s *soak) produce(ctx context.Context, tq trafficQueue) {
 		id, _, k, _ := decode(v)
 		s.led.sent(id, k)
 		wg.Add(1)
-		cl.Produce(context.Background(), &kgo.Record{Key: []byte(id), Value: v}, func(_ *kgo.Record, err error) {
+		cl.Produce(context.Background(), &kgo.Record{Key: []byte(id), Value: v}, func(r *kgo.Record, err error) {
 			defer wg.Done()
-			s.led.produceResult(id, err)
+			s.led.produceResult(id, r, err)
 		})
 	}
 }
@@ -524,16 +541,33 @@ func (s *soak) readDeadLetters(ctx context.Context, tq trafficQueue) {
 		return
 	}
 	defer cl.Close()
-	provenance := "__dlq.errors.topic"
+	provenance, srcPartition, srcOffset := "__dlq.errors.topic", "__dlq.errors.partition", "__dlq.errors.offset"
 	if tq.cluster == "old" {
-		provenance = republisher.HeaderSourceTopic
+		provenance, srcPartition, srcOffset = republisher.HeaderSourceTopic, republisher.HeaderSourcePartition, republisher.HeaderSourceOffset
+	}
+	header := func(r *kgo.Record, key string) string {
+		for _, h := range r.Headers {
+			if h.Key == key {
+				return string(h.Value)
+			}
+		}
+		return ""
 	}
 	for ctx.Err() == nil {
 		fs := cl.PollFetches(ctx)
 		fs.EachRecord(func(r *kgo.Record) {
 			id, queue, _, ok := decode(r.Value)
 			if !ok {
-				s.led.deadLettered(fmt.Sprintf("undecodable %s/%d@%d %q", r.Topic, r.Partition, r.Offset, r.Value), "")
+				// A dead letter without the record's value (seen from the brokers with
+				// copy.record.enable=true, seed 777): match it by the source topic,
+				// partition and offset its headers name.
+				if id := s.led.byProvenance(header(r, provenance), header(r, srcPartition), header(r, srcOffset)); id != "" && header(r, provenance) == tq.name {
+					s.flog.note("dead letter %s/%d@%d has no value (%d bytes); its headers name %s/%s@%s, id %s", r.Topic, r.Partition, r.Offset, len(r.Value),
+						header(r, provenance), header(r, srcPartition), header(r, srcOffset), id)
+					s.led.deadLettered(id, "")
+					return
+				}
+				s.led.deadLettered(fmt.Sprintf("undecodable %s/%d@%d %q headers %v", r.Topic, r.Partition, r.Offset, r.Value, r.Headers), "")
 				return
 			}
 			problem := ""
