@@ -44,6 +44,7 @@ fmt: ## Run gofmt.
 vet: ## Run go vet.
 	go vet ./...
 	go vet -tags nodee2e ./test/node/...
+	go vet -tags soak ./test/soak/
 
 ##@ Local rig (no Docker)
 
@@ -79,6 +80,14 @@ test-unit: ## Run only the tests that need no apiserver or broker.
 .PHONY: fuzz
 fuzz: ## Fuzz the ShareQueue plan for 60s.
 	go test -short -run XXX -fuzz FuzzPlanQueue -fuzztime 60s ./controllers/
+
+SOAK_DURATION ?= 30m
+SOAK_SEED ?=
+SOAK_TIMEOUT ?= 3h
+
+.PHONY: soak
+soak: rig-bins ## Chaos soak (docs/soak.md): 3+1 brokers, apiserver, manager, 300 queues, traffic, seeded faults for SOAK_DURATION; SOAK_SEED replays a run (empty: random, printed first).
+	go test -tags soak -count=1 -timeout $(SOAK_TIMEOUT) -v -run '^TestSoak$$' ./test/soak/ -args -soak.duration=$(SOAK_DURATION) $(if $(SOAK_SEED),-soak.seed=$(SOAK_SEED))
 
 ##@ Benchmark
 

@@ -411,12 +411,19 @@ func (k *Kafka) startNode(n *Node) error {
 	return nil
 }
 
-// StopNode stops one node gracefully (SIGTERM, then SIGKILL after 30s).
-func (k *Kafka) StopNode(n *Node) {
+// take marks the node stopped and returns its process (nil when it was not running) and the
+// channel closed when that process has exited.
+func (n *Node) take() (*exec.Cmd, chan struct{}) {
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	cmd, done := n.cmd, n.done
 	n.cmd = nil
-	n.mu.Unlock()
+	return cmd, done
+}
+
+// StopNode stops one node gracefully (SIGTERM, then SIGKILL after 30s).
+func (k *Kafka) StopNode(n *Node) {
+	cmd, done := n.take()
 	if cmd == nil {
 		return
 	}
@@ -429,10 +436,22 @@ func (k *Kafka) StopNode(n *Node) {
 	}
 }
 
-// RestartNode stops a node, optionally rewrites some of its server.properties, and starts
-// it again, waiting until all brokers are back in the metadata.
-func (k *Kafka) RestartNode(ctx context.Context, n *Node, props map[string]string) error {
-	k.StopNode(n)
+// KillNode kills one node's process group with SIGKILL, with no grace (a crash: no
+// controlled shutdown, no leadership handed over, unflushed log segments recovered at the
+// next start), and waits for it to exit. StartNode brings it back.
+func (k *Kafka) KillNode(n *Node) {
+	cmd, done := n.take()
+	if cmd == nil {
+		return
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-done
+}
+
+// StartNode starts a stopped or killed node again, first merging props into its
+// server.properties when given, and waits until all brokers are back in the metadata
+// (RestartNode is StopNode then StartNode).
+func (k *Kafka) StartNode(ctx context.Context, n *Node, props map[string]string) error {
 	if len(props) > 0 {
 		cur, err := readProps(n.propsFile)
 		if err != nil {
@@ -447,6 +466,13 @@ func (k *Kafka) RestartNode(ctx context.Context, n *Node, props map[string]strin
 		return err
 	}
 	return k.WaitBrokers(ctx, len(k.Nodes), 180*time.Second)
+}
+
+// RestartNode stops a node, optionally rewrites some of its server.properties, and starts
+// it again, waiting until all brokers are back in the metadata.
+func (k *Kafka) RestartNode(ctx context.Context, n *Node, props map[string]string) error {
+	k.StopNode(n)
+	return k.StartNode(ctx, n, props)
 }
 
 // Stop stops every node and removes the data dir if the rig made it.

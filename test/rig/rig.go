@@ -7,6 +7,7 @@ package rig
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,4 +63,15 @@ func runScript(name string, args ...string) (string, error) {
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	return strings.TrimSpace(lines[len(lines)-1]), nil
+}
+
+// FreeLoopbackAddr returns "127.0.0.1:port" for a port free when asked (for a process the
+// test starts with a listen address flag).
+func FreeLoopbackAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
