@@ -636,6 +636,9 @@ func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {
 // Clamped (only then are the brokers' bounds read).
 func claimsClamped(queues map[string]*kqv1.ShareQueue) bool {
 	for _, q := range queues {
+		if q.Status.Effective == nil {
+			continue
+		}
 		for _, f := range effectiveFields(q.Status.Effective) {
 			if f.v != nil && f.v.Source == kqv1.SourceClamped {
 				return true

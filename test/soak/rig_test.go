@@ -58,7 +58,6 @@ type soak struct {
 	settles       []time.Duration
 	boundNarrowed bool
 	deck          []string // fault kinds left to deal (runEpisode)
-	skipped       int      // findings dropped by skipCheckerBugs
 	mgrExits      int      // manager exits superviseManager restarted (under mgrMu)
 	brokerDLQLost int      // poison ids the brokers archived without a dead letter (waitDrained)
 

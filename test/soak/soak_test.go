@@ -150,7 +150,6 @@ func TestSoak(t *testing.T) {
 	flog.note("fault counts: %s", flog.counts())
 	flog.note("settle times after the last fault: %s", s.settleSummary())
 	flog.note("records: %s; %d poison ids on main archived by the brokers without a dead letter during a broker fault", s.led.summary(), s.brokerDLQLost)
-	flog.note("findings skipped as checker bug 1 (stored override clamped at run time, see skipCheckerBugs): %d", s.skipped)
 	flog.note("retain topics: %d tracked, %d polls (%d failed)", s.ids.tracked(), s.ids.polls(), s.ids.failedPolls())
 	flog.note("resources: %s", s.res.summary())
 	s.mgrMu.Lock()
@@ -169,9 +168,6 @@ func (s *soak) checkClean(ctx context.Context, what string, since time.Time, rec
 	var last string
 	for {
 		rep, err := verify.Check(ctx, s.c, verify.Options{Receive: receive})
-		if err == nil {
-			rep.Findings = s.skipCheckerBugs(rep.Findings)
-		}
 		switch {
 		case err != nil:
 			last = "check failed: " + err.Error()
@@ -211,39 +207,6 @@ func (s *soak) checkClean(ctx context.Context, what string, since time.Time, rec
 		case <-time.After(checkEvery):
 		}
 	}
-}
-
-// skipCheckerBugs drops the findings that are the checker's error, not the operator's, and
-// counts them.
-//
-// Checker bug 1 (internal/verify checkGroupConfigs): for an effective value with source
-// Clamped it expects the group's stored config to hold the clamped value. That holds for
-// boundsPolicy Clamp (the operator writes the clamped value), not for an override stored
-// while the bounds allowed it and then left out of bounds by a broker restart with a
-// narrower bound (the bound-change fault): the brokers keep the stored value and clamp it at
-// run time (KIP-1240; docs/kafka-findings.md, TestQueueFollowsNarrowedBrokerBounds), and
-// the operator, under boundsPolicy Reject, rightly reports the clamped value with source
-// Clamped and writes nothing (ConfigValid=False, OutOfBrokerBounds). Skipped: a
-// status.effective.lockDuration claim with source Clamped where Kafka holds the queue's own
-// declared lock.
-func (s *soak) skipCheckerBugs(fs []verify.Finding) []verify.Finding {
-	pop := map[string]queueSpec{}
-	for _, q := range s.pop.all() {
-		pop[q.name] = q
-	}
-	var keep []verify.Finding
-	for _, f := range fs {
-		q, ok := pop[f.Name]
-		if ok && f.Kind == verify.KindShareQueue && f.Field == "status.effective.lockDuration" && strings.Contains(f.Claim, "(Clamped)") &&
-			q.lock > 0 && f.Observed == fmt.Sprintf("share.record.lock.duration.ms=%d", q.lock.Milliseconds()) {
-			s.mu.Lock()
-			s.skipped++
-			s.mu.Unlock()
-			continue
-		}
-		keep = append(keep, f)
-	}
-	return keep
 }
 
 func (s *soak) addSettle(d time.Duration) {
