@@ -15,7 +15,7 @@
 //     kafka-tools jar of the broker's version (hack/kafka-classpath.sh VERSION tools),
 //     -members threads (--threads), implicit acknowledgement; its own nMsg.sec is reported;
 //   - accept: an application receives and accepts N records through the sidecar's HTTP API,
-//     one application worker per member;
+//     -workers receive-then-ack loops (default one per member);
 //   - dead-letter: the application rejects N records, so the sidecar writes each to the
 //     dead-letter topic before accepting it.
 //
@@ -26,7 +26,7 @@
 //
 //	go run ./hack/bench-republisher [-n 20000] [-size 256] [-batch 100] [-members 4] [-partitions 3]
 //	    [-paths produce,franz-go,java,accept,dead-letter] [-fetch-wait 500ms]
-//	    [-broker-prop name=value]... [-group-prop name=value]... [-cpuprofile FILE]
+//	    [-broker-prop name=value]... [-group-prop name=value]... [-workers W] [-rounds R] [-cpuprofile FILE]
 package main
 
 import (
@@ -87,6 +87,7 @@ type params struct {
 	brokerProps, groupProps             props
 	cpuProfile                          string
 	rounds                              int
+	workers                             int
 }
 
 var allPaths = []string{"produce", "franz-go", "java", "accept", "dead-letter"}
@@ -103,10 +104,14 @@ func main() {
 	flag.StringVar(&p.version, "kafka-version", rig.DefaultKafkaVersion, "Kafka release of the broker and of the kafka-tools jar")
 	flag.Var(p.brokerProps, "broker-prop", "broker config name=value (server.properties), repeatable")
 	flag.Var(p.groupProps, "group-prop", "group config name=value set on every path's share group, repeatable (e.g. share.partition.max.record.locks=4000)")
+	flag.IntVar(&p.workers, "workers", 0, "application workers driving the sidecar over HTTP, each a receive-then-ack loop (default: -members)")
 	flag.IntVar(&p.rounds, "rounds", 1, "run the consumption paths this many times, interleaved (fresh topics each round); the table gives each path's median (the upper one for an even count)")
 	flag.StringVar(&p.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the sidecar paths run in it) to FILE")
 	flag.Parse()
 	p.paths = strings.Split(*paths, ",")
+	if p.workers <= 0 {
+		p.workers = p.members
+	}
 	for _, x := range p.paths {
 		if !slices.Contains(allPaths, x) {
 			fmt.Fprintf(os.Stderr, "bench-republisher: unknown path %q (want %s)\n", x, strings.Join(allPaths, ","))
@@ -271,8 +276,8 @@ func run(p params) error {
 		results[i].rate = rateOf(results[i], p.n)
 		byPath[results[i].path] = results[i].rate
 	}
-	fmt.Printf("\n== republisher vs direct share consumers: Kafka %s, 1 broker, %d partitions, %d members, %d records of %d B, batches of %d, fetch wait %s, median of %d rounds\n",
-		p.version, p.partitions, p.members, p.n, p.size, p.batch, p.fetchWait, p.rounds)
+	fmt.Printf("\n== republisher vs direct share consumers: Kafka %s, 1 broker, %d partitions, %d members, %d records of %d B, batches of %d, fetch wait %s, %d app workers on the sidecar, median of %d rounds\n",
+		p.version, p.partitions, p.members, p.n, p.size, p.batch, p.fetchWait, p.workers, p.rounds)
 	if len(p.brokerProps) > 0 {
 		fmt.Printf("   broker: %s\n", strings.Join(p.brokerProps.sorted(), " "))
 	}
@@ -384,8 +389,8 @@ func javaShareConsumerPerformance(ctx context.Context, cp string, bootstrap []st
 	return result{what: "Kafka ShareConsumerPerformance (Java, kafka-tools)", d: wall, rate: rate, note: "  (time: JVM wall; rate: its nMsg.sec)"}, nil
 }
 
-// sidecar runs a republisher on topic (group of the same name) and drives it with one
-// application worker per member through the HTTP API, acknowledging each batch with ackType;
+// sidecar runs a republisher on topic (group of the same name) and drives it with p.workers
+// application workers through the HTTP API, acknowledging each batch with ackType;
 // it returns the time from the republisher's creation to the n-th acknowledged record.
 func sidecar(ctx context.Context, cfg kafka.Config, topic, ackType string, p params) (time.Duration, error) {
 	start := time.Now()
@@ -398,8 +403,8 @@ func sidecar(ctx context.Context, cfg kafka.Config, topic, ackType string, p par
 	defer srv.Close()
 	app := &republisher.Client{BaseURL: srv.URL}
 	var done atomic.Int64
-	errc := make(chan error, p.members)
-	for w := 0; w < p.members; w++ {
+	errc := make(chan error, p.workers)
+	for w := 0; w < p.workers; w++ {
 		go func() {
 			for done.Load() < int64(p.n) {
 				if time.Since(start) > 10*time.Minute {
@@ -434,7 +439,7 @@ func sidecar(ctx context.Context, cfg kafka.Config, topic, ackType string, p par
 			errc <- nil
 		}()
 	}
-	for w := 0; w < p.members; w++ {
+	for w := 0; w < p.workers; w++ {
 		if err := <-errc; err != nil {
 			return 0, err
 		}
