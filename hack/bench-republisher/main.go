@@ -20,7 +20,9 @@
 //     dead-letter topic before accepting it.
 //
 // Records/s is N over the time from the consumer's start (members not yet joined) to the N-th
-// record: joining is part of every path. Ratios are the sidecar's rate over each baseline's.
+// record: joining is part of every path. For the franz-go and sidecar paths the table also
+// gives the time to the first record (joining the group and the first fetch) and N over the
+// time after it, the steady rate (the Java tool reports only its total). Ratios are the sidecar's rate over each baseline's.
 // -broker-prop and -group-prop set broker (server.properties) and group configs, so every row
 // of docs/capacity-planning.md is one command. It is a measurement: nothing is asserted.
 //
@@ -128,6 +130,7 @@ type result struct {
 	path, what string
 	d          time.Duration
 	rate       float64
+	first      time.Duration // from the start to the first record (0: not known)
 	note       string
 }
 
@@ -244,15 +247,15 @@ func run(p params) error {
 			fmt.Fprintf(os.Stderr, "bench-republisher: round %d: %s\n", round, path)
 			switch path {
 			case "franz-go":
-				r.d, err = franzAcceptLoop(ctx, k.BootstrapServers(), t, p)
+				r.d, r.first, err = franzAcceptLoop(ctx, k.BootstrapServers(), t, p)
 				r.what = "direct franz-go share consumer (accept loop)"
 			case "java":
 				r, err = javaShareConsumerPerformance(ctx, javaCP, k.BootstrapServers(), t, p)
 			case "accept":
-				r.d, err = sidecar(ctx, cfg, t, "accept", p)
+				r.d, r.first, err = sidecar(ctx, cfg, t, "accept", p)
 				r.what = "republisher: receive + accept over HTTP"
 			case "dead-letter":
-				r.d, err = sidecar(ctx, cfg, t, "reject", p)
+				r.d, r.first, err = sidecar(ctx, cfg, t, "reject", p)
 				r.what = "republisher: receive + reject → dead-letter write"
 			}
 			if err != nil {
@@ -284,7 +287,7 @@ func run(p params) error {
 	if len(p.groupProps) > 0 {
 		fmt.Printf("   groups: %s\n", strings.Join(p.groupProps.sorted(), " "))
 	}
-	fmt.Printf("%-52s %10s %12s %12s %12s\n", "path", "time", "records/s", "÷ franz-go", "÷ java")
+	fmt.Printf("%-52s %10s %12s %12s %12s %10s %14s\n", "path", "time", "records/s", "÷ franz-go", "÷ java", "1st record", "after 1st/s")
 	ratio := func(rate float64, base string) string {
 		if b, ok := byPath[base]; ok && b > 0 {
 			return fmt.Sprintf("%.2f", rate/b)
@@ -292,7 +295,12 @@ func run(p params) error {
 		return "-"
 	}
 	for _, r := range results {
-		fmt.Printf("%-52s %10s %12.0f %12s %12s%s\n", r.what, r.d.Round(time.Millisecond), r.rate, ratio(r.rate, "franz-go"), ratio(r.rate, "java"), r.note)
+		firstAt, after := "-", "-"
+		if r.first > 0 && r.d > r.first {
+			firstAt = r.first.Round(time.Millisecond).String()
+			after = fmt.Sprintf("%.0f", float64(p.n)/(r.d-r.first).Seconds())
+		}
+		fmt.Printf("%-52s %10s %12.0f %12s %12s %10s %14s%s\n", r.what, r.d.Round(time.Millisecond), r.rate, ratio(r.rate, "franz-go"), ratio(r.rate, "java"), firstAt, after, r.note)
 	}
 	return nil
 }
@@ -300,19 +308,19 @@ func run(p params) error {
 // franzAcceptLoop consumes n records of topic in share group g with p.members franz-go share
 // consumers, accepting every record before the next poll, and returns the time from the
 // clients' creation to the n-th record.
-func franzAcceptLoop(ctx context.Context, bootstrap []string, g string, p params) (time.Duration, error) {
+func franzAcceptLoop(ctx context.Context, bootstrap []string, g string, p params) (time.Duration, time.Duration, error) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	var got atomic.Int64
 	var wg sync.WaitGroup
 	errc := make(chan error, p.members)
-	var end atomic.Int64
+	var end, first atomic.Int64
 	for w := 0; w < p.members; w++ {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.ShareGroup(g), kgo.ConsumeTopics(g),
 			kgo.ShareMaxRecords(int32(p.batch)), kgo.ShareMaxRecordsStrict(), kgo.FetchMaxWait(p.fetchWait))
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		defer cl.Close()
 		wg.Add(1)
@@ -331,6 +339,9 @@ func franzAcceptLoop(ctx context.Context, bootstrap []string, g string, p params
 					return
 				}
 				fs.EachRecord(func(r *kgo.Record) { r.Ack(kgo.AckAccept) })
+				if fs.NumRecords() > 0 {
+					first.CompareAndSwap(0, int64(time.Since(start)))
+				}
 				if c := got.Add(int64(fs.NumRecords())); c >= int64(p.n) {
 					end.CompareAndSwap(0, int64(time.Since(start)))
 					cancel() // members still waiting in a poll would wait out the timeout
@@ -345,12 +356,12 @@ func franzAcceptLoop(ctx context.Context, bootstrap []string, g string, p params
 	wg.Wait()
 	close(errc)
 	for err := range errc {
-		return 0, err
+		return 0, 0, err
 	}
 	if end.Load() == 0 {
-		return 0, fmt.Errorf("only %d of %d records after 10m", got.Load(), p.n)
+		return 0, 0, fmt.Errorf("only %d of %d records after 10m", got.Load(), p.n)
 	}
-	return time.Duration(end.Load()), nil
+	return time.Duration(end.Load()), time.Duration(first.Load()), nil
 }
 
 // javaShareConsumerPerformance runs Apache Kafka's ShareConsumerPerformance on topic (group
@@ -392,12 +403,13 @@ func javaShareConsumerPerformance(ctx context.Context, cp string, bootstrap []st
 // sidecar runs a republisher on topic (group of the same name) and drives it with p.workers
 // application workers through the HTTP API, acknowledging each batch with ackType;
 // it returns the time from the republisher's creation to the n-th acknowledged record.
-func sidecar(ctx context.Context, cfg kafka.Config, topic, ackType string, p params) (time.Duration, error) {
+func sidecar(ctx context.Context, cfg kafka.Config, topic, ackType string, p params) (time.Duration, time.Duration, error) {
 	start := time.Now()
 	rp, err := republisher.New(cfg, republisher.Options{Topic: topic, Group: topic, DeadLetterTopic: topic + ".dlq", MaxDeliveryAttempts: 5, Members: p.members, MaxRecords: p.batch})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
+	var first atomic.Int64
 	defer rp.Shutdown(context.Background())
 	srv := httptest.NewServer(rp.Handler())
 	defer srv.Close()
@@ -419,6 +431,7 @@ func sidecar(ctx context.Context, cfg kafka.Config, topic, ackType string, p par
 				if len(got.Records) == 0 {
 					continue
 				}
+				first.CompareAndSwap(0, int64(time.Since(start)))
 				req := republisher.AckRequest{}
 				for _, r := range got.Records {
 					req.Acks = append(req.Acks, republisher.Ack{ID: r.ID, Type: ackType})
@@ -441,10 +454,10 @@ func sidecar(ctx context.Context, cfg kafka.Config, topic, ackType string, p par
 	}
 	for w := 0; w < p.workers; w++ {
 		if err := <-errc; err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
-	return time.Since(start), nil
+	return time.Since(start), time.Duration(first.Load()), nil
 }
 
 // topicName is the topic (and share group) a path consumes in a round.
