@@ -1203,7 +1203,12 @@ func (r *Republisher) closeClients() {
 const firstSeenTTL = time.Hour
 
 func sourceKey(rec *kafka.ShareRecord) string {
-	return fmt.Sprintf("%s:%d:%d", rec.Topic, rec.Partition, rec.Offset)
+	// strconv rather than fmt: this runs several times per record (10 % of the sidecar's CPU
+	// samples in make bench-republisher).
+	b := make([]byte, 0, len(rec.Topic)+24)
+	b = append(b, rec.Topic...)
+	b = append(strconv.AppendInt(append(b, ':'), int64(rec.Partition), 10), ':')
+	return string(strconv.AppendInt(b, rec.Offset, 10))
 }
 
 // firstSeenLocked returns when this process first acquired rec, recording now if never.
@@ -1225,7 +1230,7 @@ func (r *Republisher) forget(rec *kafka.ShareRecord) {
 
 // deliveryID names one delivery attempt of one record.
 func deliveryID(rec *kafka.ShareRecord) string {
-	return fmt.Sprintf("%s:%d:%d:%d", rec.Topic, rec.Partition, rec.Offset, rec.DeliveryCount)
+	return sourceKey(rec) + ":" + strconv.Itoa(int(rec.DeliveryCount))
 }
 
 type metrics struct {
