@@ -103,8 +103,8 @@ bench: rig-bins ## Time to Ready, Kafka requests, apiserver writes, no-op resync
 BENCH_REPUBLISHER_N ?= 20000
 
 .PHONY: bench-republisher
-bench-republisher: rig-bins ## Republisher sidecar throughput (accept, dead-letter) beside a plain franz-go producer, records/s and ratio.
-	go run ./hack/bench-republisher -n $(BENCH_REPUBLISHER_N)
+bench-republisher: rig-bins ## Republisher sidecar (accept, dead-letter) beside a direct franz-go share consumer, Kafka's ShareConsumerPerformance and a producer: records/s and ratios (BENCH_REPUBLISHER_ARGS="-partitions 6 -members 8 -batch 500 -broker-prop k=v -group-prop k=v").
+	go run ./hack/bench-republisher -n $(BENCH_REPUBLISHER_N) $(BENCH_REPUBLISHER_ARGS)
 
 ##@ Helm
 

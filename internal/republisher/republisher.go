@@ -733,9 +733,8 @@ func (r *Republisher) Ack(ctx context.Context, id string, t kafka.AckType) error
 	switch t {
 	case kafka.AckAccept:
 		r.m.acks.WithLabelValues("accept").Inc()
-		err := h.mem.m.Acknowledge(ctx, h.rec, kafka.AckAccept)
+		err := r.acknowledge(ctx, h, kafka.AckAccept, "accept")
 		r.forget(h.rec)
-		r.settled(h, err, "accept")
 		if err != nil {
 			return r.refusal(id, err, "accept")
 		}
@@ -747,8 +746,7 @@ func (r *Republisher) Ack(ctx context.Context, id string, t kafka.AckType) error
 		if last {
 			return r.settle(ctx, h, ReasonReleasedLast)
 		}
-		err := h.mem.m.Acknowledge(ctx, h.rec, kafka.AckRelease)
-		r.settled(h, err, "release")
+		err := r.acknowledge(ctx, h, kafka.AckRelease, "release")
 		if err != nil {
 			return r.refusal(id, err, "release")
 		}
@@ -775,17 +773,46 @@ func (r *Republisher) refusal(id string, err error, what string) error {
 		Detail: fmt.Sprintf("the brokers did not confirm the %s in time (%v); it may or may not have been taken", what, err)}
 }
 
+// acknowledge sends a terminal acknowledgement of h's record and waits for the brokers'
+// answer (as ShareMember.Acknowledge), but counts the record settled for its member as soon
+// as the ack is marked, not once it is answered: the mark is on the record, so the member's
+// next poll carries it in its ShareFetch (or the flush sends it first) and never accepts the
+// record in its place. Waiting for the answer before the member could fetch again cost one
+// ShareAcknowledge round trip per batch, the gap between the sidecar and a direct franz-go
+// accept loop in make bench-republisher (docs/capacity-planning.md).
+func (r *Republisher) acknowledge(ctx context.Context, h *held, t kafka.AckType, what string) error {
+	answer := h.mem.m.AcknowledgeAsync(h.rec, t)
+	r.mu.Lock()
+	r.doneLocked(h.mem)
+	r.mu.Unlock()
+	var err error
+	select {
+	case err = <-answer:
+	case <-ctx.Done():
+		err = fmt.Errorf("%w: %w", kafka.ErrAckUnconfirmed, ctx.Err())
+	}
+	r.mu.Lock()
+	r.rememberLocked(h, err, what)
+	r.mu.Unlock()
+	return err
+}
+
 // settled ends a delivery acknowledged by the application: remembered for late acks, and
 // its member freed once its batch is done.
 func (r *Republisher) settled(h *held, err error, what string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.rememberLocked(h, err, what)
+	r.doneLocked(h.mem)
+}
+
+// rememberLocked keeps the outcome of h's acknowledgement for late acks of its id.
+func (r *Republisher) rememberLocked(h *held, err error, what string) {
 	if err == nil {
 		r.goneLocked(h.id, http.StatusGone, RefusalAlreadyAcknowledged, "already acknowledged ("+what+")")
 	} else {
 		r.goneLocked(h.id, http.StatusConflict, RefusalBrokerRefused, fmt.Sprintf("an earlier %s was refused: %v", what, err))
 	}
-	r.doneLocked(h.mem)
 }
 
 // holdLocked records h as held; unholdLocked forgets it (if it is still the held entry).
@@ -1087,8 +1114,7 @@ func (r *Republisher) settle(ctx context.Context, h *held, reason string) error 
 	r.unholdLocked(h)
 	r.m.heldRecords.Set(float64(len(r.held)))
 	r.mu.Unlock()
-	err := h.mem.m.Acknowledge(ctx, rec, kafka.AckAccept)
-	r.settled(h, err, "dead-letter accept")
+	err := r.acknowledge(ctx, h, kafka.AckAccept, "dead-letter accept")
 	if err != nil && !r.reserved(rec.DeliveryCount) {
 		// Written, but the source accept was not taken: the brokers deliver it again, and
 		// the dead-letter topic will hold it twice (at least once).
@@ -1177,7 +1203,12 @@ func (r *Republisher) closeClients() {
 const firstSeenTTL = time.Hour
 
 func sourceKey(rec *kafka.ShareRecord) string {
-	return fmt.Sprintf("%s:%d:%d", rec.Topic, rec.Partition, rec.Offset)
+	// strconv rather than fmt: this runs several times per record (10 % of the sidecar's CPU
+	// samples in make bench-republisher).
+	b := make([]byte, 0, len(rec.Topic)+24)
+	b = append(b, rec.Topic...)
+	b = append(strconv.AppendInt(append(b, ':'), int64(rec.Partition), 10), ':')
+	return string(strconv.AppendInt(b, rec.Offset, 10))
 }
 
 // firstSeenLocked returns when this process first acquired rec, recording now if never.
@@ -1199,7 +1230,7 @@ func (r *Republisher) forget(rec *kafka.ShareRecord) {
 
 // deliveryID names one delivery attempt of one record.
 func deliveryID(rec *kafka.ShareRecord) string {
-	return fmt.Sprintf("%s:%d:%d:%d", rec.Topic, rec.Partition, rec.Offset, rec.DeliveryCount)
+	return sourceKey(rec) + ":" + strconv.Itoa(int(rec.DeliveryCount))
 }
 
 type metrics struct {

@@ -42,7 +42,19 @@ func EnvtestBinaries() (string, error) {
 
 // KafkaClasspath resolves the broker classpath of a Kafka version (e.g. "4.4.0").
 func KafkaClasspath(version string) (string, error) {
-	cpFile, err := runScript("kafka-classpath.sh", version)
+	return readClasspath(version)
+}
+
+// KafkaToolsClasspath resolves the classpath of Apache Kafka's command-line tools (the
+// kafka-tools jar, e.g. org.apache.kafka.tools.ShareConsumerPerformance) of a Kafka version,
+// kept apart from the broker's (hack/kafka-classpath.sh VERSION tools).
+func KafkaToolsClasspath(version string) (string, error) {
+	return readClasspath(version, "tools")
+}
+
+// readClasspath runs hack/kafka-classpath.sh with args and returns the classpath it resolved.
+func readClasspath(args ...string) (string, error) {
+	cpFile, err := runScript("kafka-classpath.sh", args...)
 	if err != nil {
 		return "", err
 	}
