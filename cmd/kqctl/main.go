@@ -4,6 +4,8 @@
 //	kqctl import sqs -f attributes.json [--name N] [-n NS] [--kafka-cluster KC [--no-check]]
 //	kqctl status [-n NS | -A] [-o table|yaml|json]
 //	kqctl plan -f manifests.yaml [-n NS]
+//	kqctl purge | reset-offsets QUEUE ..., kqctl redrive ROUTE ...
+//	kqctl verify [-n NS | -A] [--receive] [--no-join] [--strict] [-o text|json]
 //	kqctl completion bash|zsh|fish|powershell
 //
 // Every command takes kubectl's kubeconfig flags (--kubeconfig, --context, -n/--namespace,

@@ -104,8 +104,13 @@ func (ck *checker) checkQueue(w *world, sq *kqv1.ShareQueue) (join bool) {
 	default:
 		ck.checkGroupConfigs(w, sq)
 	}
-	if dl := st.DeadLetter; dl != nil && dl.Active {
+	// status.deadLetter is vouched for by the queue's reconcile: a held-back (Paused) queue,
+	// whose conditions the operator sets to Unknown, keeps an old copy and claims nothing.
+	if dl := st.DeadLetter; dl != nil && dl.Active && (isTrue(conds, kqv1.ConditionGroupConfigured) || isTrue(conds, kqv1.ConditionReady)) {
 		ck.checkQueueDeadLetter(w, sq)
+	}
+	if isTrue(conds, kqv1.ConditionReady) && st.GroupID == "" {
+		claim("conditions[Ready]", "True (the queue's share group is usable)", "no group named in status.groupId", false)
 	}
 	return isTrue(conds, kqv1.ConditionReady) && !ck.opts.SkipJoin && topicOK && st.GroupID != ""
 }

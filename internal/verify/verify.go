@@ -232,6 +232,11 @@ func Check(ctx context.Context, c client.Reader, opts Options) (Report, error) {
 			return Report{}, err
 		}
 	}
+	for _, k := range sortedKeys(ck.opts.Bootstrap) {
+		if _, ok := worlds[k]; !ok {
+			ck.rep.Unverifiable = append(ck.rep.Unverifiable, fmt.Sprintf("Options.Bootstrap (--bootstrap-server) names KafkaCluster %s, which no checked object uses: a typo?", k))
+		}
+	}
 	if err := ck.confirm(ctx); err != nil {
 		return Report{}, err
 	}
@@ -299,13 +304,12 @@ func (ck *checker) unverifiable(kind, ns, name, format string, args ...any) {
 func isTrue(conds []metav1.Condition, typ string) bool { return meta.IsStatusConditionTrue(conds, typ) }
 
 func clusterClaims(kc *kqv1.KafkaCluster) bool {
-	return kc.DeletionTimestamp == nil && isTrue(kc.Status.Conditions, kqv1.ConditionConnected) || isTrue(kc.Status.Conditions, kqv1.ConditionReady)
+	return kc.DeletionTimestamp == nil && (isTrue(kc.Status.Conditions, kqv1.ConditionConnected) || isTrue(kc.Status.Conditions, kqv1.ConditionReady))
 }
 
 func queueClaims(sq *kqv1.ShareQueue) bool {
 	c := sq.Status.Conditions
-	return isTrue(c, kqv1.ConditionTopicReady) || isTrue(c, kqv1.ConditionReady) || isTrue(c, kqv1.ConditionGroupConfigured) ||
-		(sq.Status.DeadLetter != nil && sq.Status.DeadLetter.Active)
+	return isTrue(c, kqv1.ConditionTopicReady) || isTrue(c, kqv1.ConditionReady) || isTrue(c, kqv1.ConditionGroupConfigured)
 }
 
 func routeClaims(r *kqv1.DeadLetterRoute) bool {
@@ -580,7 +584,8 @@ func (ck *checker) confirm(ctx context.Context) error {
 		case apierrors.IsNotFound(err):
 			why[k] = "deleted during the check"
 		case err != nil:
-			return fmt.Errorf("verify: re-reading %s: %w", k, err)
+			// Not confirmed, but observed: the finding stays (the report is not dropped).
+			ck.rep.Unverifiable = append(ck.rep.Unverifiable, fmt.Sprintf("%s: the finding below could not be confirmed against the status now: %v", k, err))
 		case fresh.GetDeletionTimestamp() != nil:
 			why[k] = "being deleted since the check began"
 		case fresh.GetResourceVersion() != listed.GetResourceVersion() && !equality.Semantic.DeepEqual(claimsOf(listed), claimsOf(fresh)):
