@@ -26,7 +26,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -194,7 +193,7 @@ func run(bin string, n int, path string, shards []string, resync time.Duration, 
 				m.queues++
 			}
 		}
-		metricsAddr, err := freeAddr()
+		metricsAddr, err := rig.FreeLoopbackAddr()
 		if err != nil {
 			return res, err
 		}
@@ -206,7 +205,7 @@ func run(bin string, n int, path string, shards []string, resync time.Duration, 
 			args = append(args, "--watch-label-selector="+controllers.ShardLabel+" in ("+shard+")")
 		}
 		if profileDir != "" {
-			if m.pprofAddr, err = freeAddr(); err != nil {
+			if m.pprofAddr, err = rig.FreeLoopbackAddr(); err != nil {
 				return res, err
 			}
 			args = append(args, "--pprof-bind-address="+m.pprofAddr)
@@ -689,15 +688,6 @@ func fetch(url, file string) error {
 		return err
 	}
 	return f.Close()
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 func ptr[T any](v T) *T { return &v }

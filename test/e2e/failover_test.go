@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -56,7 +55,7 @@ type electedManager struct {
 
 func startElectedManager(t *testing.T, bin, kubeconfig, dir, name string) *electedManager {
 	t.Helper()
-	addr, err := freeLoopbackAddr()
+	addr, err := rig.FreeLoopbackAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -608,15 +607,6 @@ func formatCounts(m map[string]float64) string {
 		parts = append(parts, fmt.Sprintf("%s=%.0f", k, m[k]))
 	}
 	return strings.Join(parts, " ")
-}
-
-func freeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // topicIDRecorder remembers the first id it saw for every topic other than Kafka's internal
