@@ -338,6 +338,31 @@ func TestQueueFollowsNarrowedBrokerBounds(t *testing.T) {
 	if e := out.Status.Effective.LockDuration; e.Value != "40s" || e.Source != kqv1.SourceClamped {
 		t.Errorf("effective lock after narrowing %+v, want 40s Clamped", e)
 	}
+
+	// Another delivery field edited meanwhile (the soak's spec-edits fault, seed 20261203):
+	// the brokers refuse any alteration of a group whose stored override is out of bounds, so
+	// the change waits and the queue says why (OutOfBrokerBounds, not KafkaRejected from a
+	// write refused on every reconcile).
+	out.Spec.Delivery.MaxDeliveryAttempts = ptr.To[int32](4)
+	if err := r.k8s.Update(ctxFor(t), &out); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, func() string {
+		if err := r.k8s.Get(ctxFor(t), client.ObjectKeyFromObject(sq), &out); err != nil {
+			return err.Error()
+		}
+		c := findCondition(out.Status.Conditions, kqv1.ConditionConfigValid)
+		if c == nil || c.ObservedGeneration != out.Generation || !strings.Contains(c.Message, "share.delivery.count.limit wait") {
+			return fmt.Sprintf("ConfigValid %+v", c)
+		}
+		return ""
+	})
+	if c := findCondition(out.Status.Conditions, kqv1.ConditionReady); c == nil || c.Status != metav1.ConditionFalse || c.Reason != kqv1.ReasonOutOfBrokerBounds {
+		t.Errorf("Ready %+v, want False/OutOfBrokerBounds", c)
+	}
+	if e := out.Status.Effective.MaxDeliveryAttempts; e == nil || e.Value == "4" {
+		t.Errorf("effective attempts %+v: the waiting change is shown as applied", e)
+	}
 }
 
 // SASL against a real broker: SCRAM-SHA-512 and PLAIN connect; a wrong password gives

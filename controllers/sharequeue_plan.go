@@ -381,6 +381,22 @@ func planQueue(sq *kqv1.ShareQueue, obs queueObservation) queuePlan {
 			unsupported = append(unsupported, d.Unsupported)
 		}
 	}
+	if why := storedOutOfBounds(obs, bounds, p.GroupConfigs); why != "" {
+		// The brokers validate a group's whole config on every IncrementalAlterConfigs
+		// (measured on 4.4: INVALID_CONFIG "share.record.lock.duration.ms must be in the range
+		// 15000 to 45000 inclusive" for a write of share.delivery.count.limit alone): while a
+		// stored override lies outside bounds narrowed after it was written, every change to
+		// the group is refused. Nothing is sent; ConfigValid says which changes wait.
+		waiting := make([]string, 0, len(p.GroupConfigs))
+		for _, w := range p.GroupConfigs {
+			waiting = append(waiting, w.Name)
+		}
+		invalid = append(invalid, why+": the brokers refuse every change to the group's configs until it is back in bounds, so "+strings.Join(waiting, ", ")+" wait")
+		for _, s := range deliverySettings {
+			*s.Effective(&p.Effective) = *s.Effective(&p.EffectiveNow)
+		}
+		p.GroupConfigs = nil
+	}
 	if obs.Cluster.ShareVersion < 1 {
 		// No group-config writes while share groups are off (share.version 0).
 		p.GroupConfigs = nil
@@ -606,6 +622,34 @@ func planDeliverySetting(s deliverySetting, spec *kqv1.ShareQueueSpec, obs queue
 		}
 	}
 	return d
+}
+
+// storedOutOfBounds names the first group config whose stored override lies outside the
+// brokers' bounds (KIP-1240 bounds narrowed after it was written: the brokers clamp it at run
+// time but refuse any alteration of the group while it stands) and that writes does not
+// replace; "" when there is none or nothing is to be written. Pure.
+func storedOutOfBounds(obs queueObservation, bounds kqv1.ShareBounds, writes []kafka.AlterConfig) string {
+	if len(writes) == 0 {
+		return ""
+	}
+	replaced := map[string]bool{}
+	for _, w := range writes {
+		replaced[w.Name] = true
+	}
+	for _, s := range deliverySettings {
+		live, ok := obs.GroupConfigs[s.Config]
+		if !ok || !live.IsOverride() || replaced[s.Config] || s.Bound == nil {
+			continue
+		}
+		if _, c, side := s.outOfBounds(live.Value, s.Bound(&bounds)); side != "" {
+			rel := "below the brokers' minimum"
+			if side == "max." {
+				rel = "above the brokers' maximum"
+			}
+			return fmt.Sprintf("the group's stored %s=%s is %s %s", s.Config, live.Value, rel, boundText(s, side, c))
+		}
+	}
+	return ""
 }
 
 // configValid is ConfigValid from the delivery settings' verdicts: out of bounds (Reject)

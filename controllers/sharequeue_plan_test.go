@@ -672,3 +672,56 @@ func TestDeliveryBoundViolations(t *testing.T) {
 		t.Errorf("violations (-want +got):\n%s", diff)
 	}
 }
+
+// The soak's bound-change fault (seed 20261203): a lease of 50 s stored while the brokers
+// allowed 60 s, the bound then narrowed to 45 s, and maxDeliveryAttempts edited. Kafka
+// validates the group's whole config on every alteration, so writing the attempts alone came
+// back INVALID_CONFIG ("share.record.lock.duration.ms must be in the range 15000 to 45000
+// inclusive") on every reconcile, and the queue said KafkaRejected. The plan sends nothing
+// while a stored override it does not replace is out of bounds, and says which changes wait.
+func TestPlanWaitsWhileAStoredOverrideIsOutOfNarrowedBounds(t *testing.T) {
+	narrowed := bounds43()
+	narrowed.RecordLockDurationMs.Max = ptr.To[int64](45000)
+	group := defaultGroupConfigs()
+	group["share.record.lock.duration.ms"] = override("50000")
+	group["share.delivery.count.limit"] = override("5")
+	edited := func(policy kqv1.BoundsPolicy) *kqv1.ShareQueue {
+		return queue(func(sq *kqv1.ShareQueue) {
+			sq.Spec.BoundsPolicy = policy
+			sq.Spec.Delivery.LockDuration = &metav1.Duration{Duration: 50 * time.Second}
+			sq.Spec.Delivery.MaxDeliveryAttempts = ptr.To[int32](4)
+		})
+	}
+	obs := obsWith(liveTopic(3, 1, "A"), nil, group, narrowed)
+
+	p := planQueue(edited(kqv1.BoundsPolicyReject), obs)
+	if len(p.GroupConfigs) != 0 {
+		t.Errorf("writes sent that Kafka refuses while the stored lease is out of bounds: %v", p.GroupConfigs)
+	}
+	if p.ConfigValid.Status != metav1.ConditionFalse || p.ConfigValid.Reason != kqv1.ReasonOutOfBrokerBounds {
+		t.Fatalf("ConfigValid %+v", p.ConfigValid)
+	}
+	if want := "the group's stored share.record.lock.duration.ms=50000 is above the brokers' maximum group.share.max.record.lock.duration.ms=45000 (45s): the brokers refuse every change to the group's configs until it is back in bounds, so share.delivery.count.limit wait"; !strings.Contains(p.ConfigValid.Message, want) {
+		t.Errorf("ConfigValid message %q lacks %q", p.ConfigValid.Message, want)
+	}
+	if e := p.Effective.MaxDeliveryAttempts; e == nil || e.Value != "5" || e.Source != kqv1.SourceGroupOverride {
+		t.Errorf("effective attempts %+v, want the live 5 (nothing was written)", e)
+	}
+
+	// Clamp rewrites the lease in the same request: that request is valid, so it is sent.
+	p = planQueue(edited(kqv1.BoundsPolicyClamp), obs)
+	want := []kafka.AlterConfig{
+		{Name: "share.record.lock.duration.ms", Op: kafka.OpSet, Value: "45000"},
+		{Name: "share.delivery.count.limit", Op: kafka.OpSet, Value: "4"},
+	}
+	if d := cmp.Diff(want, p.GroupConfigs); d != "" {
+		t.Errorf("Clamp writes (-want +got):\n%s", d)
+	}
+
+	// With nothing to write, the stored lease alone changes nothing: no extra message.
+	group["share.delivery.count.limit"] = override("4")
+	p = planQueue(edited(kqv1.BoundsPolicyReject), obsWith(liveTopic(3, 1, "A"), nil, group, narrowed))
+	if strings.Contains(p.ConfigValid.Message, "refuse every change") {
+		t.Errorf("no write pending, yet ConfigValid says changes wait: %q", p.ConfigValid.Message)
+	}
+}
