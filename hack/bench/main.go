@@ -4,11 +4,13 @@
 // until all are Ready and from the last create until all are Ready, Kafka requests by API (read
 // from the managers' kafkaqueues_kafka_broker_requests_total, so franz-go's own Metadata and
 // FindCoordinator count too), apiserver writes (client-go's rest_client_requests_total, Events
-// included), the same counts over one no-op resync window, and each manager's peak RSS and CPU
-// seconds (from /proc). It ends with the naive/batched and sharded/batched ratios. It is a
-// measurement, not a test: nothing is asserted.
+// included), ShareQueue reconciles by result, CPU seconds per 1,000 queues, the same counts
+// over one no-op resync window, with -idle an idle window (CPU, Kafka and apiserver requests
+// per minute), and each manager's peak RSS and CPU seconds (from /proc). It ends with the
+// naive/batched and sharded/batched ratios. It is a measurement, not a test: nothing is
+// asserted.
 //
-//	go run ./hack/bench -n 100,1000,10000 [-paths batched,naive,sharded] [-shards 2] [-resync 30s]
+//	go run ./hack/bench -n 100,1000,10000 [-paths batched,naive,sharded] [-shards 2] [-resync 30s] [-idle 10m]
 //
 // The paths:
 //
@@ -69,6 +71,28 @@ type result struct {
 	// depthStatusWrites are the depth poller's status.depth patches in the no-op window
 	// (part of idleWrite): each queue's first one, spread over --depth-status-interval.
 	depthStatusWrites float64
+	// reconciles are all managers' ShareQueue reconciles during the run, by result
+	// (controller_runtime_reconcile_total): resyncs and requeues during a long run show here.
+	reconciles map[string]float64
+	// queueWait/queueWaits and reconcileTime/reconcileTimes are the sums and counts of the
+	// ShareQueue workqueue's wait (workqueue_queue_duration_seconds) and reconcile time
+	// (controller_runtime_reconcile_time_seconds) during the run: a long wait means the
+	// workers (--sharequeue-concurrency) were all busy, a long reconcile that each waited on
+	// Kafka or the apiserver.
+	queueWait, queueWaits, reconcileTime, reconcileTimes float64
+	// noop is whether the no-op resync window ran (-resync > 0).
+	noop bool
+	// idle is the -idle window (nil when off).
+	idle *idleResult
+}
+
+// idleResult is what all managers did in the -idle window, nothing changing.
+type idleResult struct {
+	window     time.Duration
+	cpu        float64
+	kafka      map[string]float64 // requests written, by API
+	apiserver  map[string]float64 // client-go requests, by verb
+	reconciles map[string]float64 // by controller
 }
 
 // managerResult is what one manager process of a run did.
@@ -95,7 +119,8 @@ func main() {
 	ns := flag.String("n", "100,1000", "comma-separated queue counts")
 	paths := flag.String("paths", "batched,naive", "which paths to run: batched (one manager, --kafka-batching=true), naive (one manager, --kafka-batching=false), sharded (-shards batched managers, one --watch-label-selector each)")
 	shards := flag.Int("shards", 2, "managers on the sharded path: s0…s<shards-1>, each with --watch-label-selector='"+controllers.ShardLabel+" in (sK)'; the KafkaCluster is labelled s0, queue i s(i mod shards)")
-	resync := flag.Duration("resync", 30*time.Second, "managers' --queue-resync-interval; the no-op window is one interval and a quarter")
+	resync := flag.Duration("resync", 30*time.Second, "managers' --queue-resync-interval; the no-op window is one interval and a quarter. 0 keeps the manager's default (10m) and skips the no-op window (an -idle window of 10m covers one resync of every queue)")
+	idle := flag.Duration("idle", 0, "after the no-op window, watch the managers for this long with nothing changing and print CPU seconds (and % of one core), Kafka requests/min by API, apiserver requests/min by verb and reconciles (0: off; issue 18 asks for 10m)")
 	profile := flag.String("profile", "", "directory to write each manager's CPU profile (first 60s of the run) and heap profile (when all are Ready) to, per N, path and shard")
 	extra := flag.String("manager-args", "", "extra flags for every manager, space-separated (e.g. --sharequeue-concurrency=64)")
 	flag.Parse()
@@ -130,7 +155,7 @@ func main() {
 					shardNames = append(shardNames, fmt.Sprintf("s%d", i))
 				}
 			}
-			r, err := run(bin, n, p, shardNames, *resync, strings.Fields(*extra), *profile)
+			r, err := run(bin, n, p, shardNames, *resync, *idle, strings.Fields(*extra), *profile)
 			if err != nil {
 				fail(err)
 			}
@@ -148,8 +173,8 @@ func fail(err error) {
 
 // run measures one N and path. shards names the managers' shards; one "" is a single
 // unsharded manager.
-func run(bin string, n int, path string, shards []string, resync time.Duration, extra []string, profileDir string) (result, error) {
-	res := result{n: n, path: path}
+func run(bin string, n int, path string, shards []string, resync, idle time.Duration, extra []string, profileDir string) (result, error) {
+	res := result{n: n, path: path, noop: resync > 0}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fmt.Fprintf(os.Stderr, "bench: N=%d %s: starting a broker and an apiserver\n", n, path)
@@ -199,8 +224,10 @@ func run(bin string, n int, path string, shards []string, resync time.Duration, 
 		}
 		m.metricsURL = "http://" + metricsAddr + "/metrics"
 		args := append([]string{"--kubeconfig", kubeconfig, "--metrics-bind-address", metricsAddr, "--health-probe-bind-address=0",
-			"--cluster-probe-interval=1h", "--queue-resync-interval=" + resync.String(), fmt.Sprintf("--kafka-batching=%t", path != "naive"),
-			"--zap-log-level=error"}, extra...)
+			"--cluster-probe-interval=1h", fmt.Sprintf("--kafka-batching=%t", path != "naive"), "--zap-log-level=error"}, extra...)
+		if resync > 0 {
+			args = append(args, "--queue-resync-interval="+resync.String())
+		}
 		if shard != "" {
 			args = append(args, "--watch-label-selector="+controllers.ShardLabel+" in ("+shard+")")
 		}
@@ -337,6 +364,17 @@ func run(bin string, n int, path string, shards []string, resync time.Duration, 
 		m.cpu = cpuAfter - m.cpuBefore
 		m.kafka = diff(m.before, after, "kafkaqueues_kafka_broker_requests_total")
 		m.writes = writesOf(diff(m.before, after, "rest_client_requests_total"))
+		res.reconciles = addCounts(res.reconciles, reconcilesOf(m.before, after, "sharequeue", "result"))
+		for _, h := range []struct {
+			metric, label string
+			sum, count    *float64
+		}{
+			{"workqueue_queue_duration_seconds", `name="sharequeue"`, &res.queueWait, &res.queueWaits},
+			{"controller_runtime_reconcile_time_seconds", `controller="sharequeue"`, &res.reconcileTime, &res.reconcileTimes},
+		} {
+			*h.sum += seriesDelta(m.before, after, h.metric+"_sum{", h.label)
+			*h.count += seriesDelta(m.before, after, h.metric+"_count{", h.label)
+		}
 	}
 
 	// Let in-flight work settle, then watch one resync window in which every queue is
@@ -345,7 +383,7 @@ func run(bin string, n int, path string, shards []string, resync time.Duration, 
 	// Queues whose share-group coordinator was still loading (a fresh cluster creates
 	// __consumer_offsets on the first FindCoordinator) look again after at most 15s and
 	// record the group's state: a change, not churn. Wait that out first.
-	time.Sleep(min(resync, 15*time.Second) + 5*time.Second)
+	time.Sleep(min(max(resync, 15*time.Second), 15*time.Second) + 5*time.Second)
 	idleBefore := make([]map[string]float64, len(mgrs))
 	for i, m := range mgrs {
 		if idleBefore[i], err = scrape(m.metricsURL); err != nil {
@@ -361,16 +399,15 @@ func run(bin string, n int, path string, shards []string, resync time.Duration, 
 			return res, err
 		}
 		res.idleWindow = time.Since(idleStart)
-		rounds, byAPI := depthCost(idleBefore[i], idleAfter)
-		res.depthRounds += rounds
-		res.depthStatusWrites += idleAfter["kafkaqueues_depth_status_writes_total"] - idleBefore[i]["kafkaqueues_depth_status_writes_total"]
-		for api, v := range byAPI {
-			res.depth[api] += v
-		}
-		m.idleKafka = diff(idleBefore[i], idleAfter, "kafkaqueues_kafka_broker_requests_total")
-		m.idleWrite = writesOf(diff(idleBefore[i], idleAfter, "rest_client_requests_total"))
-		if _, m.rssKB, err = procStats(m.cmd.Process.Pid); err != nil {
-			return res, err
+		if resync > 0 {
+			rounds, byAPI := depthCost(idleBefore[i], idleAfter)
+			res.depthRounds += rounds
+			res.depthStatusWrites += idleAfter["kafkaqueues_depth_status_writes_total"] - idleBefore[i]["kafkaqueues_depth_status_writes_total"]
+			for api, v := range byAPI {
+				res.depth[api] += v
+			}
+			m.idleKafka = diff(idleBefore[i], idleAfter, "kafkaqueues_kafka_broker_requests_total")
+			m.idleWrite = writesOf(diff(idleBefore[i], idleAfter, "rest_client_requests_total"))
 		}
 		for api, v := range m.kafka {
 			res.kafka[api] += v
@@ -381,6 +418,16 @@ func run(bin string, n int, path string, shards []string, resync time.Duration, 
 		res.writes += m.writes
 		res.idleWrite += m.idleWrite
 		res.cpu += m.cpu
+	}
+	if idle > 0 {
+		if res.idle, err = watchIdle(mgrs, idle, n, path); err != nil {
+			return res, err
+		}
+	}
+	for _, m := range mgrs {
+		if _, m.rssKB, err = procStats(m.cmd.Process.Pid); err != nil {
+			return res, err
+		}
 		res.managers = append(res.managers, m.managerResult)
 	}
 	cpuProfiles.Wait()
@@ -415,6 +462,79 @@ func reconciledClusters(metrics map[string]float64) float64 {
 		}
 	}
 	return t
+}
+
+// watchIdle watches the managers for d with nothing changing (all queues Ready, no spec
+// edits) and sums what they spent: CPU seconds from /proc, Kafka requests written, client-go
+// apiserver requests by verb, reconciles by controller.
+func watchIdle(mgrs []*manager, d time.Duration, n int, path string) (*idleResult, error) {
+	fmt.Fprintf(os.Stderr, "bench: N=%d %s: watching an idle window of %s\n", n, path, d)
+	before := make([]map[string]float64, len(mgrs))
+	cpu := make([]float64, len(mgrs))
+	var err error
+	for i, m := range mgrs {
+		if before[i], err = scrape(m.metricsURL); err != nil {
+			return nil, err
+		}
+		if cpu[i], _, err = procStats(m.cmd.Process.Pid); err != nil {
+			return nil, err
+		}
+	}
+	start := time.Now()
+	time.Sleep(d)
+	out := &idleResult{window: time.Since(start)}
+	for i, m := range mgrs {
+		after, err := scrape(m.metricsURL)
+		if err != nil {
+			return nil, err
+		}
+		c, _, err := procStats(m.cmd.Process.Pid)
+		if err != nil {
+			return nil, err
+		}
+		out.cpu += c - cpu[i]
+		out.kafka = addCounts(out.kafka, diff(before[i], after, "kafkaqueues_kafka_broker_requests_total"))
+		out.apiserver = addCounts(out.apiserver, diff(before[i], after, "rest_client_requests_total"))
+		out.reconciles = addCounts(out.reconciles, reconcilesOf(before[i], after, "", "controller"))
+	}
+	return out, nil
+}
+
+// reconcilesOf is after-before of controller_runtime_reconcile_total, for one controller
+// ("" for all), keyed by the label by ("result" or "controller").
+func reconcilesOf(before, after map[string]float64, controller, by string) map[string]float64 {
+	out := map[string]float64{}
+	for series, v := range after {
+		if !strings.HasPrefix(series, "controller_runtime_reconcile_total{") || controller != "" && labelOf(series, "controller") != controller {
+			continue
+		}
+		if d := v - before[series]; d != 0 {
+			out[labelOf(series, by)] += d
+		}
+	}
+	return out
+}
+
+// seriesDelta is after-before summed over the series that start with prefix and contain label.
+func seriesDelta(before, after map[string]float64, prefix, label string) float64 {
+	t := 0.0
+	for series, v := range after {
+		if strings.HasPrefix(series, prefix) && strings.Contains(series, label) {
+			t += v - before[series]
+		}
+	}
+	return t
+}
+
+// addCounts adds b into a (allocating a when nil) and returns a.
+func addCounts(a, b map[string]float64) map[string]float64 {
+	if a == nil {
+		a = map[string]float64{}
+	}
+	for k, v := range b {
+		a[k] += v
+	}
+	return a
 }
 
 // suffix is "-" and the shard's name, or "" for an unsharded manager.
@@ -495,8 +615,28 @@ func (r result) print() {
 	fmt.Printf("all created after %s, all Ready after %s (%.1f queues/s), %s after the last create\n", r.created.Round(time.Millisecond), r.ready.Round(time.Millisecond), float64(r.n)/r.ready.Seconds(), (r.ready - r.created).Round(time.Millisecond))
 	fmt.Printf("Kafka requests during the run: %.0f (%.3f per queue; writes %.0f) %s\n", sum(r.kafka, all), sum(r.kafka, all)/float64(r.n), sum(r.kafka, writes), fmtCounts(r.kafka))
 	fmt.Printf("apiserver writes during the run: %.0f (%.2f per queue)\n", r.writes, r.writes/float64(r.n))
-	fmt.Printf("one no-op resync window: Kafka requests %.0f %s, Kafka writes %.0f, apiserver writes %.0f\n", sum(r.idleKafka, all), fmtCounts(r.idleKafka), sum(r.idleKafka, writes), r.idleWrite)
-	if mins := r.idleWindow.Minutes(); mins > 0 {
+	fmt.Printf("creates at %.1f/s; CPU %.2f s per 1,000 queues; ShareQueue reconciles during the run %.0f (%.2f per queue) %s\n", float64(r.n)/r.created.Seconds(), r.cpu*1000/float64(r.n),
+		sum(r.reconciles, all), sum(r.reconciles, all)/float64(r.n), fmtCounts(r.reconciles))
+	if r.queueWaits > 0 && r.reconcileTimes > 0 {
+		fmt.Printf("ShareQueue workqueue during the run: mean wait %.2f s before a worker took an item, mean reconcile %.2f s\n", r.queueWait/r.queueWaits, r.reconcileTime/r.reconcileTimes)
+	}
+	if r.noop {
+		fmt.Printf("one no-op resync window: Kafka requests %.0f %s, Kafka writes %.0f, apiserver writes %.0f\n", sum(r.idleKafka, all), fmtCounts(r.idleKafka), sum(r.idleKafka, writes), r.idleWrite)
+	}
+	if r.idle != nil {
+		i, mins := r.idle, r.idle.window.Minutes()
+		perMin := func(m map[string]float64) map[string]float64 {
+			out := map[string]float64{}
+			for k, v := range m {
+				out[k] = v / mins
+			}
+			return out
+		}
+		fmt.Printf("idle window %s (nothing changing): manager CPU %.2f s (%.2f%% of one core); Kafka requests %.1f/min %s; apiserver requests %.1f/min %s, writes %.0f; reconciles %s\n",
+			i.window.Round(time.Second), i.cpu, 100*i.cpu/i.window.Seconds(), sum(i.kafka, all)/mins, fmtCountsPrec(perMin(i.kafka), 1),
+			sum(i.apiserver, all)/mins, fmtCountsPrec(perMin(i.apiserver), 1), writesOf(i.apiserver), fmtCounts(i.reconciles))
+	}
+	if mins := r.idleWindow.Minutes(); r.noop && mins > 0 {
 		perMin := map[string]float64{}
 		for api, v := range r.depth {
 			perMin[api] = v / mins
