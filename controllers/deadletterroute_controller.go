@@ -365,7 +365,7 @@ func (d *routeScope) status(context.Context) error {
 			d.requeueAfter = min(d.r.ResyncInterval, time.Second)
 		}
 	} else {
-		d.requeueAfter = d.r.ResyncInterval
+		d.resyncAfter(d.r.ResyncInterval)
 	}
 	return nil
 }

@@ -9,9 +9,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 )
@@ -84,6 +86,12 @@ type scope struct {
 	stalled bool
 	// requeueAfter is the timed requeue of a successful pass (0: none).
 	requeueAfter time.Duration
+	// resync marks requeueAfter as the periodic re-check of an object that needs nothing
+	// (resyncAfter): it is queued at handler.LowPriority, so every create, edit and deletion
+	// waiting in the workqueue is reconciled before it. At 10,000 queues a short resync
+	// interval otherwise keeps every worker busy re-checking Ready queues while new ones wait
+	// (issue 18: a 30 s resync cost new queues a 20 s mean wait in the workqueue).
+	resync bool
 	// err is a transient failure found after status was decided (a retriable Kafka error
 	// while applying): status is written, then it is returned so the retry backs off.
 	err error
@@ -163,7 +171,17 @@ func (s *scope) summarize(ctx context.Context, c client.Client, rec events.Event
 	if err := errors.Join(err, s.err, perr); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: s.requeueAfter}, nil
+	res := ctrl.Result{RequeueAfter: s.requeueAfter}
+	if s.resync && s.requeueAfter > 0 {
+		res.Priority = ptr.To(handler.LowPriority)
+	}
+	return res, nil
+}
+
+// resyncAfter schedules the periodic re-check of an object with nothing left to do, at low
+// priority (scope.resync).
+func (s *scope) resyncAfter(d time.Duration) {
+	s.requeueAfter, s.resync = d, true
 }
 
 // warn records a Warning event for an action's failure and remembers its reason, so the

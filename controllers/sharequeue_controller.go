@@ -383,7 +383,7 @@ func (q *queueScope) status(ctx context.Context) error {
 		// soon rather than at the next resync.
 		q.requeueAfter = min(r.ResyncInterval, 15*time.Second)
 	default:
-		q.requeueAfter = r.ResyncInterval
+		q.resyncAfter(r.ResyncInterval)
 	}
 	return nil
 }

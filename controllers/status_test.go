@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
@@ -356,10 +357,13 @@ func TestSummarize(t *testing.T) {
 		}, metav1.ConditionFalse, kqv1.ReasonKafkaRejected, metav1.ConditionTrue, false, 0, nil},
 		{"ready", "", func(s *scope) error {
 			s.setReady(condInput{metav1.ConditionTrue, kqv1.ReasonReady, "ok"}, false)
-			s.requeueAfter = 10 * time.Minute
+			s.resyncAfter(10 * time.Minute)
 			return nil
 		}, metav1.ConditionTrue, kqv1.ReasonReady, metav1.ConditionFalse, false, 10 * time.Minute, nil},
 	}
+	// Only the periodic resync is queued behind new work (handler.LowPriority); a timed
+	// re-check of something that is waiting keeps its priority.
+	lowPriority := map[string]bool{"ready": true}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			obj := route(c.prevReason)
@@ -378,6 +382,9 @@ func TestSummarize(t *testing.T) {
 			}
 			if res.RequeueAfter != c.wantRequeue {
 				t.Errorf("requeue after %s, want %s", res.RequeueAfter, c.wantRequeue)
+			}
+			if low := res.Priority != nil && *res.Priority == handler.LowPriority; low != lowPriority[c.name] {
+				t.Errorf("requeued at priority %v, want low priority %v", res.Priority, lowPriority[c.name])
 			}
 			var stored kqv1.DeadLetterRoute
 			if err := cl.Get(context.Background(), client.ObjectKeyFromObject(obj), &stored); err != nil {
