@@ -126,11 +126,11 @@ func (p *depthPoller) poll(ctx context.Context) {
 			k := depthKey{types.NamespacedName{Namespace: d.Namespace, Name: d.Name}, d.Spec.QueueRef.Name}
 			tr, ok := rep.Topics[d.Status.TopicName]
 			if readErr != "" || !ok || tr.Err != nil || len(tr.Unread) > 0 {
-				deadLetterRecords.DeleteLabelValues(k.Namespace, k.Name, k.queue)
+				perQueueMetrics.clearDeadLetters(k.Namespace, k.Name, k.queue)
 				continue
 			}
 			seen[k] = true
-			deadLetterRecords.WithLabelValues(k.Namespace, k.Name, k.queue).Set(float64(tr.Records))
+			perQueueMetrics.setDeadLetters(k.Namespace, k.Name, k.queue, float64(tr.Records))
 			deadOf[k.queue] = ptr.To(tr.Records)
 		}
 		now := time.Now()
@@ -155,10 +155,9 @@ func (p *depthPoller) poll(ctx context.Context) {
 			continue
 		}
 		if k.queue != "" {
-			deadLetterRecords.DeleteLabelValues(k.Namespace, k.Name, k.queue)
+			perQueueMetrics.clearDeadLetters(k.Namespace, k.Name, k.queue)
 		} else {
-			deleteQueueDepthSeries(k.Namespace, k.Name)
-			queueLastRead.DeleteLabelValues(k.Namespace, k.Name)
+			perQueueMetrics.forgetDepth(k.Namespace, k.Name)
 			delete(p.lastWrite, k.NamespacedName)
 		}
 	}
@@ -169,19 +168,15 @@ func (p *depthPoller) poll(ctx context.Context) {
 // exportQueueDepth sets a queue's series from one read, or removes them when it failed.
 func exportQueueDepth(k types.NamespacedName, q queueDepthOf, now time.Time) {
 	if q.err != "" {
-		deleteQueueDepthSeries(k.Namespace, k.Name)
+		perQueueMetrics.clearDepth(k.Namespace, k.Name)
 		return
 	}
 	d := q.depth
-	queueBacklog.WithLabelValues(k.Namespace, k.Name).Set(float64(d.Backlog))
-	queueLag.WithLabelValues(k.Namespace, k.Name).Set(float64(d.Backlog))
-	queueUnread.WithLabelValues(k.Namespace, k.Name).Set(float64(len(d.Unread)))
 	age := 0.0
 	if !d.Oldest.IsZero() && d.Backlog > 0 {
 		age = max(now.Sub(d.Oldest).Seconds(), 0)
 	}
-	queueOldestAge.WithLabelValues(k.Namespace, k.Name).Set(age)
-	queueLastRead.WithLabelValues(k.Namespace, k.Name).Set(float64(now.Unix()))
+	perQueueMetrics.setDepth(k.Namespace, k.Name, float64(d.Backlog), age, float64(len(d.Unread)), float64(now.Unix()))
 }
 
 // objectsOf lists the queues (with a topic and group in status, not deleting, not held
