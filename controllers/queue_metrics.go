@@ -19,7 +19,11 @@ type queueMetrics struct {
 
 	mu     sync.Mutex
 	queues map[queueMetricsKey]queueFigures
-	routes map[routeMetricsKey]float64
+	routes map[routeMetricsKey]deadLetterFigure
+	// round numbers the depth poller's rounds (beginPoll): the poller marks what it reads
+	// in a round and sweepPolls removes the depth series of the rest, so the poller keeps
+	// no set of its own of the queues it exported.
+	round uint64
 }
 
 // queueMetricsKey is a ShareQueue's namespace and name.
@@ -38,6 +42,13 @@ type queueFigures struct {
 	lastRead    float64 // Unix seconds
 	hasMembers  bool
 	members     float64
+	polled      uint64 // the last depth poller round that read the queue
+}
+
+// deadLetterFigure is a DeadLetterRoute's record count and the last round that read it.
+type deadLetterFigure struct {
+	records float64
+	polled  uint64
 }
 
 func (f *queueFigures) empty() bool { return !f.hasDepth && !f.hasLastRead && !f.hasMembers }
@@ -62,7 +73,7 @@ func newQueueMetrics() *queueMetrics {
 			"Records in a DeadLetterRoute's topic (end minus log start offset over its partitions; SQS ApproximateNumberOfMessagesVisible of the DLQ).",
 			[]string{"namespace", "name", "queue"}, nil),
 		queues: map[queueMetricsKey]queueFigures{},
-		routes: map[routeMetricsKey]float64{},
+		routes: map[routeMetricsKey]deadLetterFigure{},
 	}
 }
 
@@ -81,19 +92,53 @@ func (m *queueMetrics) update(namespace, name string, fn func(*queueFigures)) {
 	}
 }
 
+// beginPoll starts a depth poller round and returns its number for setDepth, clearDepth,
+// setDeadLetters and sweepPolls.
+func (m *queueMetrics) beginPoll() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.round++
+	return m.round
+}
+
 // setDepth sets a queue's backlog (records, also as the deprecated lag), oldest record age
-// (seconds), unread partitions and last read time (Unix seconds).
-func (m *queueMetrics) setDepth(namespace, name string, backlog, oldestAge, unread, lastRead float64) {
+// (seconds), unread partitions and last read time (Unix seconds), read in poller round.
+func (m *queueMetrics) setDepth(round uint64, namespace, name string, backlog, oldestAge, unread, lastRead float64) {
 	m.update(namespace, name, func(f *queueFigures) {
 		f.hasDepth, f.backlog, f.oldestAge, f.unread = true, backlog, oldestAge, unread
 		f.hasLastRead, f.lastRead = true, lastRead
+		f.polled = round
 	})
 }
 
 // clearDepth removes a queue's series that must not outlive a read (backlog, lag, oldest
-// age, unread partitions); its last read time stays.
-func (m *queueMetrics) clearDepth(namespace, name string) {
-	m.update(namespace, name, func(f *queueFigures) { f.hasDepth = false })
+// age, unread partitions) when poller round could not read it; its last read time stays.
+func (m *queueMetrics) clearDepth(round uint64, namespace, name string) {
+	m.update(namespace, name, func(f *queueFigures) { f.hasDepth, f.polled = false, round })
+}
+
+// sweepPolls removes the depth series and last read time of every queue, and the record
+// count of every route, that poller round did not mark (deleted, moved to a cluster that
+// was not listed, no longer polled); member counts stay.
+func (m *queueMetrics) sweepPolls(round uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, f := range m.queues {
+		if f.polled == round || !f.hasDepth && !f.hasLastRead {
+			continue
+		}
+		f.hasDepth, f.hasLastRead = false, false
+		if f.empty() {
+			delete(m.queues, k)
+		} else {
+			m.queues[k] = f
+		}
+	}
+	for k, f := range m.routes {
+		if f.polled != round {
+			delete(m.routes, k)
+		}
+	}
 }
 
 // setMembers sets the member count of a queue's share group.
@@ -113,16 +158,10 @@ func (m *queueMetrics) forgetQueue(namespace, name string) {
 	m.mu.Unlock()
 }
 
-// forgetDepth removes a queue's depth series and its last read time, keeping its member
-// count (the depth poller no longer reads the queue).
-func (m *queueMetrics) forgetDepth(namespace, name string) {
-	m.update(namespace, name, func(f *queueFigures) { f.hasDepth, f.hasLastRead = false, false })
-}
-
-// setDeadLetters sets the record count of a DeadLetterRoute's topic.
-func (m *queueMetrics) setDeadLetters(namespace, name, queue string, records float64) {
+// setDeadLetters sets the record count of a DeadLetterRoute's topic, read in poller round.
+func (m *queueMetrics) setDeadLetters(round uint64, namespace, name, queue string, records float64) {
 	m.mu.Lock()
-	m.routes[routeMetricsKey{namespace, name, queue}] = records
+	m.routes[routeMetricsKey{namespace, name, queue}] = deadLetterFigure{records, round}
 	m.mu.Unlock()
 }
 
@@ -163,7 +202,7 @@ func (m *queueMetrics) Collect(ch chan<- prometheus.Metric) {
 			gauge(m.members, f.members, k.namespace, k.name)
 		}
 	}
-	for k, v := range m.routes {
-		gauge(m.deadLetters, v, k.namespace, k.name, k.queue)
+	for k, f := range m.routes {
+		gauge(m.deadLetters, f.records, k.namespace, k.name, k.queue)
 	}
 }

@@ -36,10 +36,12 @@ func TestQueueMetricsCollector(t *testing.T) {
 
 	expect("nothing set", "", all...)
 
-	m.setDepth("team-a", "orders", 42, 7.5, 1, 1_700_000_000)
-	m.setDepth("team-b", "orders", 0, 0, 0, 1_700_000_001)
+	r1 := m.beginPoll()
+
+	m.setDepth(r1, "team-a", "orders", 42, 7.5, 1, 1_700_000_000)
+	m.setDepth(r1, "team-b", "orders", 0, 0, 0, 1_700_000_001)
 	m.setMembers("team-a", "orders", 3)
-	m.setDeadLetters("team-a", "orders-dlq", "orders", 5)
+	m.setDeadLetters(r1, "team-a", "orders-dlq", "orders", 5)
 	expect("set",
 		backlogHead+`kafkaqueues_queue_backlog_records{name="orders",namespace="team-a"} 42
 kafkaqueues_queue_backlog_records{name="orders",namespace="team-b"} 0
@@ -56,9 +58,9 @@ kafkaqueues_queue_depth_last_read_timestamp_seconds{name="orders",namespace="tea
 `, all...)
 
 	// Updated in place: one series per queue, the new value.
-	m.setDepth("team-a", "orders", 40, 2, 0, 1_700_000_030)
+	m.setDepth(r1, "team-a", "orders", 40, 2, 0, 1_700_000_030)
 	m.setMembers("team-a", "orders", 4)
-	m.setDeadLetters("team-a", "orders-dlq", "orders", 6)
+	m.setDeadLetters(r1, "team-a", "orders-dlq", "orders", 6)
 	expect("updated",
 		backlogHead+`kafkaqueues_queue_backlog_records{name="orders",namespace="team-a"} 40
 kafkaqueues_queue_backlog_records{name="orders",namespace="team-b"} 0
@@ -68,7 +70,7 @@ kafkaqueues_queue_backlog_records{name="orders",namespace="team-b"} 0
 
 	// A failed read: backlog, lag, age and unread absent, never the old value; the last
 	// read time and the member count stay.
-	m.clearDepth("team-a", "orders")
+	m.clearDepth(r1, "team-a", "orders")
 	m.clearDeadLetters("team-a", "orders-dlq", "orders")
 	expect("read failed",
 		backlogHead+`kafkaqueues_queue_backlog_records{name="orders",namespace="team-b"} 0
@@ -84,9 +86,14 @@ kafkaqueues_queue_depth_last_read_timestamp_seconds{name="orders",namespace="tea
 	m.clearMembers("team-a", "orders")
 	expect("members cleared", "", "kafkaqueues_queue_members")
 
-	// No longer polled: its depth series and last read time go.
-	m.forgetDepth("team-b", "orders")
-	expect("depth forgotten",
+	// The next poller round reads team-a/orders (its read fails again) and not team-b/orders
+	// (deleted) nor the route: team-b's depth series and last read time go, team-a's last
+	// read time stays.
+	m.setDeadLetters(r1, "team-a", "orders-dlq", "orders", 6)
+	round := m.beginPoll()
+	m.clearDepth(round, "team-a", "orders")
+	m.sweepPolls(round)
+	expect("depth swept",
 		readHead+`kafkaqueues_queue_depth_last_read_timestamp_seconds{name="orders",namespace="team-a"} 1.70000003e+09
 `, all...)
 
