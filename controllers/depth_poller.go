@@ -48,15 +48,10 @@ type depthPoller struct {
 	statusInterval time.Duration
 	timeout        time.Duration
 
-	// exported are the queues and routes with series, so those gone since are removed.
-	exported map[depthKey]bool
-	// lastWrite is when status.depth was last written by this process, by queue.
+	// lastWrite is when status.depth was last written by this process, by queue, until the
+	// cache's status.depth.observedAt says the same: entries older than statusInterval are
+	// dropped (both then say the queue is due).
 	lastWrite map[types.NamespacedName]time.Time
-}
-
-type depthKey struct {
-	types.NamespacedName
-	queue string // the route's queue; "" for a ShareQueue
 }
 
 // NeedLeaderElection: one manager reads and writes.
@@ -64,7 +59,7 @@ func (p *depthPoller) NeedLeaderElection() bool { return true }
 
 // Start polls until ctx ends.
 func (p *depthPoller) Start(ctx context.Context) error {
-	p.exported, p.lastWrite = map[depthKey]bool{}, map[types.NamespacedName]time.Time{}
+	p.lastWrite = map[types.NamespacedName]time.Time{}
 	every(ctx, p.interval, p.poll)
 	return nil
 }
@@ -84,7 +79,9 @@ func (p *depthPoller) poll(ctx context.Context) {
 	if err := p.reader.List(ctx, &clusters); err != nil {
 		return
 	}
-	seen := map[depthKey]bool{}
+	// Every queue and route read in this round is marked in the metrics; the series of
+	// those not marked (gone since the last round) are swept at the end.
+	pollRound := perQueueMetrics.beginPoll()
 	var round []queueDepthOf
 	for i := range clusters.Items {
 		kc := &clusters.Items[i]
@@ -123,20 +120,16 @@ func (p *depthPoller) poll(ctx context.Context) {
 		}
 		deadOf := map[string]*int64{} // by queue name
 		for _, d := range routes {
-			k := depthKey{types.NamespacedName{Namespace: d.Namespace, Name: d.Name}, d.Spec.QueueRef.Name}
 			tr, ok := rep.Topics[d.Status.TopicName]
 			if readErr != "" || !ok || tr.Err != nil || len(tr.Unread) > 0 {
-				deadLetterRecords.DeleteLabelValues(k.Namespace, k.Name, k.queue)
+				perQueueMetrics.clearDeadLetters(d.Namespace, d.Name, d.Spec.QueueRef.Name)
 				continue
 			}
-			seen[k] = true
-			deadLetterRecords.WithLabelValues(k.Namespace, k.Name, k.queue).Set(float64(tr.Records))
-			deadOf[k.queue] = ptr.To(tr.Records)
+			perQueueMetrics.setDeadLetters(pollRound, d.Namespace, d.Name, d.Spec.QueueRef.Name, float64(tr.Records))
+			deadOf[d.Spec.QueueRef.Name] = ptr.To(tr.Records)
 		}
 		now := time.Now()
 		for _, sq := range queues {
-			k := depthKey{NamespacedName: types.NamespacedName{Namespace: sq.Namespace, Name: sq.Name}}
-			seen[k] = true
 			q := queueDepthOf{sq: sq, err: readErr, dead: deadOf[sq.Name]}
 			if why := depthNotOwned(sq); why != "" {
 				q.err, q.dead = why, nil
@@ -146,42 +139,44 @@ func (p *depthPoller) poll(ctx context.Context) {
 					q.err = q.depth.Err.Error()
 				}
 			}
-			exportQueueDepth(k.NamespacedName, q, now)
+			exportQueueDepth(pollRound, types.NamespacedName{Namespace: sq.Namespace, Name: sq.Name}, q, now)
 			round = append(round, q)
 		}
 	}
-	for k := range p.exported {
-		if seen[k] {
-			continue
-		}
-		if k.queue != "" {
-			deadLetterRecords.DeleteLabelValues(k.Namespace, k.Name, k.queue)
-		} else {
-			deleteQueueDepthSeries(k.Namespace, k.Name)
-			queueLastRead.DeleteLabelValues(k.Namespace, k.Name)
-			delete(p.lastWrite, k.NamespacedName)
-		}
-	}
-	p.exported = seen
+	perQueueMetrics.sweepPolls(pollRound)
+	p.pruneLastWrite(round, time.Now())
 	p.writeStatus(ctx, round)
 }
 
+// pruneLastWrite drops the write times of queues not in this round (deleted: one created
+// again under the name starts afresh) and those older than statusInterval (the cache's
+// status.depth.observedAt then says the same), so the map holds only recent writes.
+func (p *depthPoller) pruneLastWrite(round []queueDepthOf, now time.Time) {
+	inRound := make(map[types.NamespacedName]bool, len(p.lastWrite))
+	for _, q := range round {
+		if k := client.ObjectKeyFromObject(q.sq); p.lastWrite[k] != (time.Time{}) {
+			inRound[k] = true
+		}
+	}
+	for k, t := range p.lastWrite {
+		if !inRound[k] || now.Sub(t) > p.statusInterval {
+			delete(p.lastWrite, k)
+		}
+	}
+}
+
 // exportQueueDepth sets a queue's series from one read, or removes them when it failed.
-func exportQueueDepth(k types.NamespacedName, q queueDepthOf, now time.Time) {
+func exportQueueDepth(round uint64, k types.NamespacedName, q queueDepthOf, now time.Time) {
 	if q.err != "" {
-		deleteQueueDepthSeries(k.Namespace, k.Name)
+		perQueueMetrics.clearDepth(round, k.Namespace, k.Name)
 		return
 	}
 	d := q.depth
-	queueBacklog.WithLabelValues(k.Namespace, k.Name).Set(float64(d.Backlog))
-	queueLag.WithLabelValues(k.Namespace, k.Name).Set(float64(d.Backlog))
-	queueUnread.WithLabelValues(k.Namespace, k.Name).Set(float64(len(d.Unread)))
 	age := 0.0
 	if !d.Oldest.IsZero() && d.Backlog > 0 {
 		age = max(now.Sub(d.Oldest).Seconds(), 0)
 	}
-	queueOldestAge.WithLabelValues(k.Namespace, k.Name).Set(age)
-	queueLastRead.WithLabelValues(k.Namespace, k.Name).Set(float64(now.Unix()))
+	perQueueMetrics.setDepth(round, k.Namespace, k.Name, float64(d.Backlog), age, float64(len(d.Unread)), float64(now.Unix()))
 }
 
 // objectsOf lists the queues (with a topic and group in status, not deleting, not held

@@ -42,17 +42,6 @@ var (
 		Help:    "Latency of the operator's Kafka admin calls, by Kafka API.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 4, 8), // 1 ms … 16 s
 	}, []string{"api"})
-	// One series per ShareQueue (namespace, name): bounded by the number of queues; removed
-	// when the queue is deleted.
-	// queueLag is the old name of queueBacklog, kept with the same value (deprecated).
-	queueLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "kafkaqueues_queue_lag_records",
-		Help: "Deprecated: the same as kafkaqueues_queue_backlog_records.",
-	}, []string{"namespace", "name"})
-	queueMembers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "kafkaqueues_queue_members",
-		Help: "Consumers in a ShareQueue's share group.",
-	}, []string{"namespace", "name"})
 	// One series per KafkaCluster and finalized feature (about 6 features).
 	featureLevel = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kafkaqueues_cluster_feature_level",
@@ -62,7 +51,7 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(driftCorrections, driftDetections, outOfBoundsRejections,
-		kafkaRequests, kafkaBrokerRequests, kafkaLatency, queueLag, queueMembers, featureLevel)
+		kafkaRequests, kafkaBrokerRequests, kafkaLatency, featureLevel)
 	metrics.Registry.MustRegister(depthMetrics...)
 }
 

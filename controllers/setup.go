@@ -30,13 +30,13 @@ type Scope struct {
 	Selector labels.Selector
 }
 
-// CacheOptions are the manager's cache options for scope: managedFields stripped (never read;
-// about a third less memory per ShareQueue), Pods cached only when labelled
+// CacheOptions are the manager's cache options for scope: managedFields and kubectl's
+// last-applied-configuration annotation stripped (never read; trimCachedObject), Pods cached only when labelled
 // kafkaqueues.io/queue, the watched namespaces, and the shard selector on ShareQueues and
 // DeadLetterRoutes.
 func CacheOptions(scope Scope) cache.Options {
 	opts := cache.Options{
-		DefaultTransform: cache.TransformStripManagedFields(),
+		DefaultTransform: trimCachedObject,
 		ByObject:         CacheByObject(),
 	}
 	if len(scope.Namespaces) > 0 {

@@ -114,9 +114,7 @@ func (r *ShareQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	var sq kqv1.ShareQueue
 	if err := r.Get(ctx, req.NamespacedName, &sq); err != nil {
 		if apierrors.IsNotFound(err) {
-			deleteQueueDepthSeries(req.Namespace, req.Name)
-			queueLastRead.DeleteLabelValues(req.Namespace, req.Name)
-			queueMembers.DeleteLabelValues(req.Namespace, req.Name)
+			perQueueMetrics.forgetQueue(req.Namespace, req.Name)
 			r.releaseClaimsOf(ctx, req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -342,11 +340,11 @@ func (q *queueScope) status(ctx context.Context) error {
 	sq, r := q.sq, q.r
 	rep := queueStatus(&sq.Status, q.gen, q.mode, &q.plan, q.res, q.group)
 	if q.groupRead {
-		queueMembers.WithLabelValues(sq.Namespace, sq.Name).Set(float64(q.group.Members))
+		perQueueMetrics.setMembers(sq.Namespace, sq.Name, float64(q.group.Members))
 	} else {
 		// A group this reconcile could not read has no member count: absent, never the last
 		// one seen (as the depth series).
-		queueMembers.DeleteLabelValues(sq.Namespace, sq.Name)
+		perQueueMetrics.clearMembers(sq.Namespace, sq.Name)
 	}
 	if rep.DriftDetected != "" {
 		driftDetections.WithLabelValues("ShareQueue", "config").Inc()
@@ -392,7 +390,7 @@ func (q *queueScope) status(ctx context.Context) error {
 func (q *queueScope) waited(w *waitError) condInput {
 	// Held back before its group was read (cluster not connected, Kafka unreachable): no
 	// member count, rather than the last one seen.
-	queueMembers.DeleteLabelValues(q.sq.Namespace, q.sq.Name)
+	perQueueMetrics.clearMembers(q.sq.Namespace, q.sq.Name)
 	return queueWaited(&q.sq.Status.Conditions, q.gen, w.Reason, w.Message)
 }
 

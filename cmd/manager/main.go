@@ -23,6 +23,7 @@ import (
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/controllers"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/memlimit"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/webhook"
 )
 
@@ -76,10 +77,16 @@ func main() {
 	flag.StringVar(&wh.SecretName, "webhook-secret-name", "kafka-queue-operator-webhook-cert", "Secret holding self-managed webhook certificates.")
 	flag.StringVar(&wh.ConfigName, "webhook-config-name", "kafka-queue-operator-republisher", "MutatingWebhookConfiguration whose caBundle self-managed certificates keep current.")
 	flag.StringVar(&republisherImage, "republisher-image", "", "Image of the injected republisher sidecar (the operator's own image, which contains /republisher).")
+	var memLimitRatio float64
+	flag.Float64Var(&memLimitRatio, "memory-limit-ratio", memlimit.DefaultRatio, "When GOMEMLIMIT is not set, the Go runtime's soft memory limit as this share of the container's cgroup memory limit (memory.max, or memory.limit_in_bytes on cgroup v1), so the GC collects harder before the OOM killer would act; 0 turns it off. Nothing is set without a cgroup limit. The chart sets GOMEMLIMIT itself (docs/capacity-planning.md).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	if err := controllers.ValidateDepthIntervals(opts.DepthInterval, opts.DepthStatusInterval); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if err := memlimit.ValidateRatio(memLimitRatio); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
@@ -98,6 +105,11 @@ func main() {
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	setupLog := ctrl.Log.WithName("setup")
+	if ml, err := memlimit.Apply("/", memLimitRatio); err != nil {
+		setupLog.Error(err, "reading the container's memory limit; the Go runtime keeps no soft memory limit")
+	} else if ml.Source != "" {
+		setupLog.Info("Go soft memory limit", "bytes", ml.Limit, "source", ml.Source, "cgroupLimitBytes", ml.CgroupLimit)
+	}
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
