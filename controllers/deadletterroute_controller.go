@@ -557,11 +557,12 @@ func (r *DeadLetterRouteReconciler) siblingsOf(ctx context.Context, o client.Obj
 // routes (few) filtered by the cluster's queues, rather than one List per queue (many).
 func (r *DeadLetterRouteReconciler) routesOfCluster(ctx context.Context, o client.Object) []reconcile.Request {
 	var routes kqv1.DeadLetterRouteList
-	if err := r.List(ctx, &routes, client.InNamespace(o.GetNamespace())); err != nil || len(routes.Items) == 0 {
+	// Read only (names): the cache's objects, not deep copies.
+	if err := r.List(ctx, &routes, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil || len(routes.Items) == 0 {
 		return nil
 	}
 	var queues kqv1.ShareQueueList
-	if err := r.List(ctx, &queues, client.InNamespace(o.GetNamespace()), client.MatchingFields{clusterRefIndex: o.GetName()}); err != nil {
+	if err := r.List(ctx, &queues, client.InNamespace(o.GetNamespace()), client.MatchingFields{clusterRefIndex: o.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	onCluster := make(map[string]bool, len(queues.Items))

@@ -179,8 +179,11 @@ func (w *topicWatch) confirmMissing(ctx context.Context, cl *kafka.Client, objs 
 // watchedOf lists the queues and routes of kc whose Kafka state the watch checks.
 func (w *topicWatch) watchedOf(ctx context.Context, kc *kqv1.KafkaCluster) ([]watched, error) {
 	var out []watched
+	// The cache's objects, not deep copies (read only here; an event carries only the
+	// object's key to the handler): at 10,000 queues a deep copy of every queue each interval
+	// was 20 MB of garbage every 10 s (heap profile, issue 18).
 	var queues kqv1.ShareQueueList
-	if err := w.client.List(ctx, &queues, client.InNamespace(kc.Namespace), client.MatchingFields{clusterRefIndex: kc.Name}); err != nil {
+	if err := w.client.List(ctx, &queues, client.InNamespace(kc.Namespace), client.MatchingFields{clusterRefIndex: kc.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	for j := range queues.Items {
@@ -194,7 +197,7 @@ func (w *topicWatch) watchedOf(ctx context.Context, kc *kqv1.KafkaCluster) ([]wa
 			reportsNewID: hasReason(sq.Status.Conditions, kqv1.ConditionTopicReady, kqv1.ReasonTopicIDChanged)})
 	}
 	var routes kqv1.DeadLetterRouteList
-	if err := w.client.List(ctx, &routes, client.InNamespace(kc.Namespace)); err != nil {
+	if err := w.client.List(ctx, &routes, client.InNamespace(kc.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	for j := range routes.Items {

@@ -121,8 +121,9 @@ func main() {
 	shards := flag.Int("shards", 2, "managers on the sharded path: s0…s<shards-1>, each with --watch-label-selector='"+controllers.ShardLabel+" in (sK)'; the KafkaCluster is labelled s0, queue i s(i mod shards)")
 	resync := flag.Duration("resync", 30*time.Second, "managers' --queue-resync-interval; the no-op window is one interval and a quarter. 0 keeps the manager's default (10m) and skips the no-op window (an -idle window of 10m covers one resync of every queue)")
 	idle := flag.Duration("idle", 0, "after the no-op window, watch the managers for this long with nothing changing and print CPU seconds (and % of one core), Kafka requests/min by API, apiserver requests/min by verb and reconciles (0: off; issue 18 asks for 10m)")
-	profile := flag.String("profile", "", "directory to write each manager's CPU profile (first 60s of the run) and heap profile (when all are Ready) to, per N, path and shard")
+	profile := flag.String("profile", "", "directory to write each manager's CPU profile (first 60s of the run), heap profile (when all are Ready) and, with -idle, CPU profile of the idle window (idle-profile) to, per N, path and shard")
 	extra := flag.String("manager-args", "", "extra flags for every manager, space-separated (e.g. --sharequeue-concurrency=64)")
+	managerEnv := flag.String("manager-env", "", "extra environment for every manager, space-separated NAME=VALUE (e.g. GOMEMLIMIT=135MiB, what the chart sets from limits.memory)")
 	flag.Parse()
 	ctrl.SetLogger(logr.Discard()) // the harness's clients log nothing; the managers log to their own files
 	if *shards < 1 {
@@ -155,7 +156,7 @@ func main() {
 					shardNames = append(shardNames, fmt.Sprintf("s%d", i))
 				}
 			}
-			r, err := run(bin, n, p, shardNames, *resync, *idle, strings.Fields(*extra), *profile)
+			r, err := run(bin, n, p, shardNames, *resync, *idle, strings.Fields(*extra), strings.Fields(*managerEnv), *profile)
 			if err != nil {
 				fail(err)
 			}
@@ -173,7 +174,7 @@ func fail(err error) {
 
 // run measures one N and path. shards names the managers' shards; one "" is a single
 // unsharded manager.
-func run(bin string, n int, path string, shards []string, resync, idle time.Duration, extra []string, profileDir string) (result, error) {
+func run(bin string, n int, path string, shards []string, resync, idle time.Duration, extra, managerEnv []string, profileDir string) (result, error) {
 	res := result{n: n, path: path, noop: resync > 0}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -238,6 +239,7 @@ func run(bin string, n int, path string, shards []string, resync, idle time.Dura
 			args = append(args, "--pprof-bind-address="+m.pprofAddr)
 		}
 		m.cmd = exec.Command(bin, args...)
+		m.cmd.Env = append(os.Environ(), managerEnv...)
 		m.log = filepath.Join(dir, "manager"+suffix(shard)+".log")
 		logf, err := os.Create(m.log)
 		if err != nil {
@@ -251,14 +253,16 @@ func run(bin string, n int, path string, shards []string, resync, idle time.Dura
 		}
 		mgrs = append(mgrs, m)
 	}
-	profile := func(m *manager, kind, query string) {
+	// profileAs writes one pprof profile of a manager as <N>-<path>[-<shard>]-<name>.pprof.
+	profileAs := func(m *manager, kind, query, name string) {
 		if m.pprofAddr == "" {
 			return
 		}
-		if err := fetch("http://"+m.pprofAddr+"/debug/pprof/"+kind+query, filepath.Join(profileDir, fmt.Sprintf("%d-%s%s-%s.pprof", n, path, suffix(m.shard), kind))); err != nil {
+		if err := fetch("http://"+m.pprofAddr+"/debug/pprof/"+kind+query, filepath.Join(profileDir, fmt.Sprintf("%d-%s%s-%s.pprof", n, path, suffix(m.shard), name))); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: profile:", err)
 		}
 	}
+	profile := func(m *manager, kind, query string) { profileAs(m, kind, query, kind) }
 
 	scheme := runtime.NewScheme()
 	_ = kqv1.AddToScheme(scheme)
@@ -420,7 +424,17 @@ func run(bin string, n int, path string, shards []string, resync, idle time.Dura
 		res.cpu += m.cpu
 	}
 	if idle > 0 {
-		if res.idle, err = watchIdle(mgrs, idle, n, path); err != nil {
+		var idleProfiles sync.WaitGroup
+		for _, m := range mgrs {
+			idleProfiles.Add(1)
+			go func() {
+				defer idleProfiles.Done()
+				profileAs(m, "profile", fmt.Sprintf("?seconds=%d", int(idle.Seconds())), "idle-profile")
+			}()
+		}
+		res.idle, err = watchIdle(mgrs, idle, n, path)
+		idleProfiles.Wait()
+		if err != nil {
 			return res, err
 		}
 	}
