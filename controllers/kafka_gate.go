@@ -206,7 +206,9 @@ func (g *kafkaGate) arm(cluster string, s *gateState, d time.Duration) {
 	if s.timer != nil {
 		s.timer.Stop()
 	}
-	s.timer = g.clock.AfterFunc(d, func() { g.fire(cluster, s) })
+	// In its own goroutine: a clock may run AfterFunc callbacks under its own lock (the
+	// fake clock of the tests does), and fire reads the clock.
+	s.timer = g.clock.AfterFunc(d, func() { go g.fire(cluster, s) })
 }
 
 // fire hands the trial to one waiting object and wakes it; with no trial report within
