@@ -88,6 +88,8 @@ func TestBrokerOutageSharedBackoff(t *testing.T) {
 		}
 		return ""
 	})
+	// Keep the broker down long enough for the backoff to grow past its first steps.
+	time.Sleep(time.Until(stopped.Add(40 * time.Second)))
 	t.Logf("outage so far %s", time.Since(stopped).Round(time.Second))
 
 	if err := k.StartNode(context.Background(), k.Nodes[0], nil); err != nil {
