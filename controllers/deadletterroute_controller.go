@@ -55,6 +55,10 @@ type DeadLetterRouteReconciler struct {
 	// topicGone carries the routes whose dead-letter topic topicWatch found deleted; nil: no
 	// watch.
 	topicGone <-chan event.GenericEvent
+	// gate is the per-KafkaCluster shared backoff (kafka_gate.go); gateWake carries the
+	// routes it wakes. nil: each route backs off on its own.
+	gate     *kafkaGate
+	gateWake <-chan event.GenericEvent
 }
 
 // +kubebuilder:rbac:groups=kafkaqueues.io,resources=deadletterroutes,verbs=get;list;watch;update;patch
@@ -80,6 +84,11 @@ type routeScope struct {
 	groupErr  error // non-retriable item error on the group configs
 }
 
+// gateWaiter names this route to the cluster's gate.
+func (d *routeScope) gateWaiter() gateWaiter {
+	return gateWaiter{Kind: gateRoute, NamespacedName: types.NamespacedName{Namespace: d.dlr.Namespace, Name: d.dlr.Name}}
+}
+
 // Reconcile brings one DeadLetterRoute's topic and group configs in line with its spec. It
 // reads as its steps; the deferred summarize writes status once and picks the requeue.
 func (r *DeadLetterRouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
@@ -92,7 +101,10 @@ func (r *DeadLetterRouteReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return equality.Semantic.DeepEqual(a.(*kqv1.DeadLetterRoute).Status, b.(*kqv1.DeadLetterRoute).Status)
 	})
 	defer func() { d.cancel() }()
-	defer func() { res, err = d.summarize(ctx, r.Client, r.Recorder, d.waited, err) }()
+	defer func() {
+		err = gateOutcome(r.gate, &d.kc, d.gateWaiter(), err, r.ResyncInterval, "")
+		res, err = d.summarize(ctx, r.Client, r.Recorder, d.waited, err)
+	}()
 	return ctrl.Result{}, d.run(ctx,
 		step{"paused", d.paused},
 		step{"finalize", d.finalize},
@@ -251,6 +263,9 @@ func (d *routeScope) connect(ctx context.Context) error {
 	if c := findCondition(kc.Status.Conditions, kqv1.ConditionConnected); c == nil || c.Status != metav1.ConditionTrue {
 		return waiting(kqv1.ReasonClusterNotReady, fmt.Sprintf("KafkaCluster %s is not connected", kc.Name))
 	}
+	if err := gateCheck(d.r.gate, kc, d.gateWaiter(), d.r.ResyncInterval); err != nil {
+		return err
+	}
 	d.kctx, d.cancel = context.WithTimeout(ctx, d.r.KafkaTimeout)
 	cl, err := pooledClientFor(d.kctx, d.r.APIReader, d.r.Pool, kc)
 	if err != nil {
@@ -310,6 +325,9 @@ func (d *routeScope) observe(ctx context.Context) error {
 	d.obs.TopicOwner = owner
 	if err := d.r.observe(d.kctx, d.cl, d.topicName, &d.obs); err != nil {
 		return &waitError{Reason: kqv1.ReasonKafkaUnavailable, Message: fmt.Sprintf("reading topic %s / group %s: %v", d.topicName, d.obs.GroupID, err), Cause: err}
+	}
+	if d.r.gate != nil {
+		d.r.gate.success(clusterKey(&d.kc))
 	}
 	return nil
 }
@@ -483,6 +501,9 @@ func (r *DeadLetterRouteReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.topicGone != nil {
 		b = b.WatchesRawSource(source.Channel(r.topicGone, &handler.EnqueueRequestForObject{}))
+	}
+	if r.gateWake != nil {
+		b = b.WatchesRawSource(source.Channel(r.gateWake, &handler.EnqueueRequestForObject{}))
 	}
 	return b.
 		For(&kqv1.DeadLetterRoute{}, builderWithGenerationOrAnnotationChange()).

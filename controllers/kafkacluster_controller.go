@@ -16,8 +16,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
@@ -40,6 +43,11 @@ type KafkaClusterReconciler struct {
 	Concurrency int
 	// Scope.Selector picks the KafkaClusters this manager probes (the others are only read).
 	Scope Scope
+	// gate is the shared per-cluster backoff of the queues and routes (kafka_gate.go): the
+	// probe reports to it (its own schedule is unchanged), and gateWake carries the clusters
+	// to probe at once because a queue or route found the brokers back.
+	gate     *kafkaGate
+	gateWake <-chan event.GenericEvent
 }
 
 // +kubebuilder:rbac:groups=kafkaqueues.io,resources=kafkaclusters,verbs=get;list;watch
@@ -68,6 +76,9 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.Get(ctx, req.NamespacedName, &kc); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Pool.Remove(req.String())
+			if r.gate != nil {
+				r.gate.forget(req.String())
+			}
 			featureLevel.DeletePartialMatch(map[string]string{"namespace": req.Namespace, "name": req.Name})
 			return ctrl.Result{}, nil
 		}
@@ -141,10 +152,16 @@ func (c *clusterScope) observe(ctx context.Context) error {
 	if err != nil {
 		err = withAuthError(c.cl, err)
 		log.FromContext(ctx).Info("probe failed", "error", err.Error())
+		if c.r.gate != nil && kafka.IsUnreachable(err) {
+			c.r.gate.failure(clusterKey(c.kc), gateWaiter{}, err)
+		}
 		// Exponential backoff.
 		return &waitError{Reason: kqv1.ReasonConnectionFailed, Message: fmt.Sprintf("cannot reach the cluster at %v: %v", c.kc.Spec.BootstrapServers, err), Cause: err}
 	}
 	c.probe = probe
+	if c.r.gate != nil {
+		c.r.gate.success(clusterKey(c.kc))
+	}
 	return nil
 }
 
@@ -328,7 +345,11 @@ func (r *KafkaClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Concurrency <= 0 {
 		r.Concurrency = 4
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.gateWake != nil {
+		b = b.WatchesRawSource(source.Channel(r.gateWake, &handler.EnqueueRequestForObject{}))
+	}
+	return b.
 		For(&kqv1.KafkaCluster{}, builderWithGenerationOrAnnotationChange()).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: r.Concurrency,

@@ -121,11 +121,20 @@ func SetupAll(mgr ctrl.Manager, pool *kafka.Pool, opts Options) error {
 	pool.SetObserver(observeKafka)
 	pool.ObserveBrokerWrites(countBrokerRequest)
 	pool.SetBatching(opts.KafkaBatching)
+	pool.ObserveBrokerConnects(countBrokerConnect)
 	recorder := mgr.GetEventRecorder("kafka-queue-operator")
+	gateTimeout := opts.KafkaTimeout
+	if gateTimeout <= 0 {
+		gateTimeout = 30 * time.Second
+	}
+	gate, gateCh, err := newGate(mgr, gateTimeout)
+	if err != nil {
+		return err
+	}
 	if err := (&KafkaClusterReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder,
 		ProbeInterval: opts.ProbeInterval, KafkaTimeout: opts.KafkaTimeout, Concurrency: opts.ClusterConcurrency,
-		Scope: opts.Scope,
+		Scope: opts.Scope, gate: gate, gateWake: gateCh.clusters,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -143,13 +152,14 @@ func SetupAll(mgr ctrl.Manager, pool *kafka.Pool, opts Options) error {
 		ResyncInterval: opts.ResyncInterval, KafkaTimeout: opts.KafkaTimeout, Concurrency: opts.QueueConcurrency,
 		FinalizerTimeout: opts.FinalizerTimeout, topicGone: watch.queues,
 		ClaimsTopic: opts.ClaimsTopic, ManagerName: opts.ManagerName, WatchNamespaces: opts.Scope.Namespaces,
+		gate: gate, gateWake: gateCh.queues,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&DeadLetterRouteReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder,
 		ResyncInterval: opts.ResyncInterval, KafkaTimeout: opts.KafkaTimeout, FinalizerTimeout: opts.FinalizerTimeout,
-		topicGone: watch.routes,
+		topicGone: watch.routes, gate: gate, gateWake: gateCh.routes,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}

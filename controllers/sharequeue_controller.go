@@ -77,6 +77,10 @@ type ShareQueueReconciler struct {
 	// release (claimChanged); stopping closes when the manager stops.
 	claimsChanged chan event.GenericEvent
 	stopping      chan struct{}
+	// gate is the per-KafkaCluster shared backoff (kafka_gate.go); gateWake carries the
+	// queues it wakes. nil: each queue backs off on its own.
+	gate     *kafkaGate
+	gateWake <-chan event.GenericEvent
 }
 
 // +kubebuilder:rbac:groups=kafkaqueues.io,resources=sharequeues,verbs=get;list;watch;update;patch
@@ -106,6 +110,13 @@ type queueScope struct {
 	// strimziOwned is the Conflict message when a Strimzi KafkaTopic manages the topic: the
 	// plan then keeps no topic write ("" otherwise).
 	strimziOwned string
+	// downTrial is set when this reconcile is its disconnected cluster's trial (gateDown).
+	downTrial bool
+}
+
+// gateWaiter names this queue to the cluster's gate.
+func (q *queueScope) gateWaiter() gateWaiter {
+	return gateWaiter{Kind: gateQueue, NamespacedName: types.NamespacedName{Namespace: q.sq.Namespace, Name: q.sq.Name}}
 }
 
 // Reconcile brings one ShareQueue's topic and group in line with its spec. It reads as its
@@ -124,7 +135,14 @@ func (r *ShareQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return equality.Semantic.DeepEqual(a.(*kqv1.ShareQueue).Status, b.(*kqv1.ShareQueue).Status)
 	})
 	defer func() { q.cancel() }()
-	defer func() { res, err = q.summarize(ctx, r.Client, r.Recorder, q.waited, err) }()
+	defer func() {
+		reason := ""
+		if q.downTrial {
+			reason = kqv1.ReasonClusterNotReady
+		}
+		err = gateOutcome(r.gate, &q.kc, q.gateWaiter(), err, r.ResyncInterval, reason)
+		res, err = q.summarize(ctx, r.Client, r.Recorder, q.waited, err)
+	}()
 	return ctrl.Result{}, q.run(ctx,
 		step{"paused", q.paused},
 		step{"finalize", q.finalize},
@@ -201,7 +219,13 @@ func (q *queueScope) connect(ctx context.Context) error {
 		if c != nil {
 			msg = fmt.Sprintf("KafkaCluster %s is not connected: %s", kc.Name, c.Message)
 		}
-		return waiting(kqv1.ReasonClusterNotReady, msg)
+		trial, err := gateDown(q.r.gate, kc, q.gateWaiter(), c, msg, q.r.ResyncInterval)
+		if !trial {
+			return err
+		}
+		q.downTrial = true
+	} else if err := gateCheck(q.r.gate, kc, q.gateWaiter(), q.r.ResyncInterval); err != nil {
+		return err
 	}
 	q.kctx, q.cancel = context.WithTimeout(ctx, q.r.KafkaTimeout)
 	cl, err := pooledClientFor(q.kctx, q.r.APIReader, q.r.Pool, kc)
@@ -261,6 +285,9 @@ func (q *queueScope) observe(ctx context.Context) error {
 	if err != nil {
 		err = withAuthError(q.cl, err)
 		return &waitError{Reason: kqv1.ReasonKafkaUnavailable, Message: fmt.Sprintf("reading topic %s / group %s: %v", sq.Status.TopicName, sq.Status.GroupID, err), Cause: err}
+	}
+	if q.r.gate != nil {
+		q.r.gate.success(clusterKey(&q.kc)) // the brokers answered: any backoff of the cluster ends
 	}
 	obs.ReserveLastAttempt = sq.Status.DeadLetter != nil && sq.Status.DeadLetter.Mode == kqv1.DeadLetterModeRepublisher
 	q.obs, q.group = obs, group
@@ -605,6 +632,9 @@ func (r *ShareQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.topicGone != nil {
 		b = b.WatchesRawSource(source.Channel(r.topicGone, &handler.EnqueueRequestForObject{}))
+	}
+	if r.gateWake != nil {
+		b = b.WatchesRawSource(source.Channel(r.gateWake, &handler.EnqueueRequestForObject{}))
 	}
 	if r.ClaimsTopic != "" {
 		r.claimsChanged, r.stopping = make(chan event.GenericEvent, 64), make(chan struct{})

@@ -444,6 +444,11 @@ func run(bin string, n int, path string, shards []string, resync, idle time.Dura
 		}
 		res.managers = append(res.managers, m.managerResult)
 	}
+	if *outage > 0 {
+		if err := runOutage(ctx, k, mgrs, n, &readyCount, *outage); err != nil {
+			return res, err
+		}
+	}
 	cpuProfiles.Wait()
 	return res, nil
 }

@@ -34,6 +34,9 @@ type Config struct {
 	// with the Kafka API name (e.g. "CreateTopics") and the write's error (nil when written).
 	// Metrics and request counting in tests use them.
 	BrokerWrites []BrokerWriteFunc
+	// BrokerConnects are called for every connection attempt to a broker, with the dial's
+	// error (nil when connected).
+	BrokerConnects []BrokerConnectFunc
 	// Observe, when set, is called after every admin call with the Kafka API name, its
 	// latency and its outcome: nil, the request error, or the first per-item error.
 	Observe func(api string, latency time.Duration, err error)
@@ -93,6 +96,9 @@ func baseOpts(cfg Config) ([]kgo.Opt, *authFailures, error) {
 	}
 	if len(cfg.BrokerWrites) > 0 {
 		opts = append(opts, kgo.WithHooks(brokerWriteHook(append([]BrokerWriteFunc(nil), cfg.BrokerWrites...))))
+	}
+	if len(cfg.BrokerConnects) > 0 {
+		opts = append(opts, kgo.WithHooks(brokerConnectHook(append([]BrokerConnectFunc(nil), cfg.BrokerConnects...))))
 	}
 	return opts, af, nil
 }

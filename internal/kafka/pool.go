@@ -12,8 +12,10 @@ type Pool struct {
 	mu      sync.Mutex
 	clients map[string]pooledClient
 	writes  []BrokerWriteFunc
-	observe func(api string, latency time.Duration, err error)
-	batch   Batching
+	// connects observe every connection attempt (ObserveBrokerConnects).
+	connects []BrokerConnectFunc
+	observe  func(api string, latency time.Duration, err error)
+	batch    Batching
 }
 
 // ObserveBrokerWrites adds observers of every request written to a broker to the clients the
@@ -66,6 +68,7 @@ func (p *Pool) Get(key, fingerprint string, build func() (Config, error)) (*Clie
 		return nil, err
 	}
 	cfg.BrokerWrites = append(append([]BrokerWriteFunc(nil), p.writes...), cfg.BrokerWrites...)
+	cfg.BrokerConnects = append(append([]BrokerConnectFunc(nil), p.connects...), cfg.BrokerConnects...)
 	if cfg.Observe == nil {
 		cfg.Observe = p.observe
 	}
