@@ -146,7 +146,11 @@ func SetupAll(mgr ctrl.Manager, pool *kafka.Pool, opts Options) error {
 		kafkaTimeout = 30 * time.Second
 	}
 	watch := &topicWatch{client: mgr.GetClient(), pool: pool, interval: opts.TopicCheckInterval, timeout: kafkaTimeout,
-		queues: make(chan event.GenericEvent), routes: make(chan event.GenericEvent)}
+		queues: make(chan event.GenericEvent), routes: make(chan event.GenericEvent),
+		unreachable: func(cluster string, err error) {
+			gate.failure(cluster, gateWaiter{}, err)
+			gate.recover(cluster) // probe now: Connected=False wakes the cluster's queues and routes
+		}}
 	if err := (&ShareQueueReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: recorder,
 		ResyncInterval: opts.ResyncInterval, KafkaTimeout: opts.KafkaTimeout, Concurrency: opts.QueueConcurrency,

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,6 +37,12 @@ type topicWatch struct {
 	timeout  time.Duration
 	queues   chan event.GenericEvent
 	routes   chan event.GenericEvent
+	// unreachable, when set, is told of a check that could not reach the cluster (a
+	// request-level failure, kafka.IsUnreachable). SetupAll starts the cluster's shared
+	// backoff and wakes its prober, so a broker outage shows in Connected and in every
+	// queue's Ready within one interval plus a probe, not at the next probe or resync
+	// (3 m, 10 m by default; issue 18: a 90 s outage went unreported at those defaults).
+	unreachable func(cluster string, err error)
 }
 
 // NeedLeaderElection: only the leader acts on what the watch finds.
@@ -113,6 +120,9 @@ func (w *topicWatch) check(ctx context.Context) {
 		}
 		if terr != nil {
 			logger.V(1).Info("reading topic metadata failed", "kafkaCluster", clusterKey(kc), "error", terr.Error())
+		}
+		if lost := errors.Join(terr, gerr); lost != nil && kafka.IsUnreachable(lost) && w.unreachable != nil {
+			w.unreachable(clusterKey(kc), lost)
 		}
 		if gerr != nil {
 			logger.V(1).Info("listing groups failed", "kafkaCluster", clusterKey(kc), "error", gerr.Error())

@@ -80,6 +80,10 @@ type result struct {
 	// workers (--sharequeue-concurrency) were all busy, a long reconcile that each waited on
 	// Kafka or the apiserver.
 	queueWait, queueWaits, reconcileTime, reconcileTimes float64
+	// callSeconds and calls are the sums and counts of the operator's Kafka admin calls'
+	// latency by API during the run (kafkaqueues_kafka_request_duration_seconds: each
+	// reconcile's wait for its answer, a batch's linger included).
+	callSeconds, calls map[string]float64
 	// noop is whether the no-op resync window ran (-resync > 0).
 	noop bool
 	// idle is the -idle window (nil when off).
@@ -369,6 +373,8 @@ func run(bin string, n int, path string, shards []string, resync, idle time.Dura
 		m.kafka = diff(m.before, after, "kafkaqueues_kafka_broker_requests_total")
 		m.writes = writesOf(diff(m.before, after, "rest_client_requests_total"))
 		res.reconciles = addCounts(res.reconciles, reconcilesOf(m.before, after, "sharequeue", "result"))
+		res.callSeconds = addCounts(res.callSeconds, diff(m.before, after, "kafkaqueues_kafka_request_duration_seconds_sum"))
+		res.calls = addCounts(res.calls, diff(m.before, after, "kafkaqueues_kafka_request_duration_seconds_count"))
 		for _, h := range []struct {
 			metric, label string
 			sum, count    *float64
@@ -424,6 +430,24 @@ func run(bin string, n int, path string, shards []string, resync, idle time.Dura
 		res.cpu += m.cpu
 	}
 	if idle > 0 {
+		// Nothing changing means after the depth poller's first status.depth write to every
+		// queue (a new queue's first figures, spread over --depth-status-interval, 5 m):
+		// wait for n of them (at most 10 m) and one more poll round.
+		settle := time.Now()
+		for time.Since(settle) < 10*time.Minute {
+			t := 0.0
+			for _, m := range mgrs {
+				if after, err := scrape(m.metricsURL); err == nil {
+					t += after["kafkaqueues_depth_status_writes_total"]
+				}
+			}
+			if t >= float64(n) {
+				time.Sleep(35 * time.Second)
+				break
+			}
+			time.Sleep(5 * time.Second)
+		}
+		fmt.Fprintf(os.Stderr, "bench: N=%d %s: the first status.depth writes took %s more\n", n, path, time.Since(settle).Round(time.Second))
 		var idleProfiles sync.WaitGroup
 		for _, m := range mgrs {
 			idleProfiles.Add(1)
@@ -638,6 +662,15 @@ func (r result) print() {
 		sum(r.reconciles, all), sum(r.reconciles, all)/float64(r.n), fmtCounts(r.reconciles))
 	if r.queueWaits > 0 && r.reconcileTimes > 0 {
 		fmt.Printf("ShareQueue workqueue during the run: mean wait %.2f s before a worker took an item, mean reconcile %.2f s\n", r.queueWait/r.queueWaits, r.reconcileTime/r.reconcileTimes)
+	}
+	if len(r.calls) > 0 {
+		mean := map[string]float64{}
+		for api, n := range r.calls {
+			if n > 0 {
+				mean[api] = r.callSeconds[api] / n
+			}
+		}
+		fmt.Printf("Kafka admin calls during the run, mean wait per call in s (batch linger included) %s\n", fmtCountsPrec(mean, 2))
 	}
 	if r.noop {
 		fmt.Printf("one no-op resync window: Kafka requests %.0f %s, Kafka writes %.0f, apiserver writes %.0f\n", sum(r.idleKafka, all), fmtCounts(r.idleKafka), sum(r.idleKafka, writes), r.idleWrite)
