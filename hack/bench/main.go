@@ -389,7 +389,11 @@ func run(bin string, n int, path string, shards []string, resync, idle time.Dura
 
 	// Let in-flight work settle, then watch one resync window in which every queue is
 	// re-checked against Kafka and nothing has changed.
-	fmt.Fprintf(os.Stderr, "bench: N=%d %s: all Ready after %s; watching a no-op resync window\n", n, path, res.ready.Round(time.Millisecond))
+	window := "watching a no-op resync window"
+	if resync <= 0 {
+		window = "letting in-flight work settle (no no-op window at -resync 0)"
+	}
+	fmt.Fprintf(os.Stderr, "bench: N=%d %s: all Ready after %s; %s\n", n, path, res.ready.Round(time.Millisecond), window)
 	// Queues whose share-group coordinator was still loading (a fresh cluster creates
 	// __consumer_offsets on the first FindCoordinator) look again after at most 15s and
 	// record the group's state: a change, not churn. Wait that out first.
