@@ -336,6 +336,7 @@ func (q *queueScope) recordCreationIntent(ctx context.Context) error {
 		return err
 	}
 	q.snapshot()
+	q.res.intentFresh = true
 	return nil
 }
 
@@ -476,6 +477,10 @@ type applyResult struct {
 	transient    error // a retriable failure: status says so and the reconcile is retried
 	// createRefused is set when CreateTopics answered TOPIC_ALREADY_EXISTS.
 	createRefused bool
+	// intentFresh is set when this reconcile recorded status.topicCreationStarted itself
+	// (recordCreationIntent): no earlier CreateTopics of this queue can have created the
+	// topic, so a TOPIC_ALREADY_EXISTS answer means someone else did.
+	intentFresh bool
 }
 
 // apply makes the plan's Kafka writes: one CreateTopics, one CreatePartitions and one

@@ -435,3 +435,35 @@ func TestQueueStatusPlanReportsValidateOnlyRefusals(t *testing.T) {
 		}
 	}
 }
+
+// A TOPIC_ALREADY_EXISTS answer drops the creation intent only when this reconcile recorded
+// it: an intent from an earlier reconcile may stand for a CreateTopics that created the topic
+// although its answer was lost (it timed out while the controller was still creating it), and
+// dropping it would turn the queue's own topic into TopicExists on the next pass.
+func TestQueueStatusCreationIntentAfterTopicAlreadyExists(t *testing.T) {
+	started := metav1.NewTime(time.Unix(1000, 0))
+	plan := &queuePlan{TopicName: "orders", GroupID: "orders", Partitions: 3,
+		CreateTopic: &kafka.NewTopic{Name: "orders", Partitions: 3, ReplicationFactor: -1},
+		TopicReady:  condTrue, GroupConfig: condTrue, ConfigValid: condValid}
+	exists := &kafka.Error{Op: "CreateTopics", Err: kafka.ErrTopicAlreadyExists}
+	for _, c := range []struct {
+		name       string
+		fresh      bool
+		wantIntent bool
+	}{
+		{"intent recorded by this reconcile: someone else created the topic", true, false},
+		{"intent from an earlier reconcile whose answer was lost: kept", false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := &kqv1.ShareQueueStatus{TopicName: "orders", GroupID: "orders", TopicCreationStarted: started.DeepCopy()}
+			res := applyResult{partitions: 3, transient: exists, createRefused: true, intentFresh: c.fresh}
+			rep := queueStatus(st, 1, kqv1.ReconcileActive, plan, res, nil)
+			if got := st.TopicCreationStarted != nil; got != c.wantIntent {
+				t.Errorf("topicCreationStarted kept = %v, want %v", got, c.wantIntent)
+			}
+			if rep.Ready.Reason != kqv1.ReasonKafkaUnavailable {
+				t.Errorf("Ready %+v, want KafkaUnavailable (observe again)", rep.Ready)
+			}
+		})
+	}
+}

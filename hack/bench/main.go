@@ -84,6 +84,10 @@ type result struct {
 	// latency by API during the run (kafkaqueues_kafka_request_duration_seconds: each
 	// reconcile's wait for its answer, a batch's linger included).
 	callSeconds, calls map[string]float64
+	// stepSeconds and steps are the sums and counts of the ShareQueue reconciles' time by
+	// step during the run (kafkaqueues_reconcile_step_duration_seconds{kind="ShareQueue"}),
+	// the status patch as step "patch status": where a reconcile's time goes.
+	stepSeconds, steps map[string]float64
 	// noop is whether the no-op resync window ran (-resync > 0).
 	noop bool
 	// idle is the -idle window (nil when off).
@@ -375,6 +379,8 @@ func run(bin string, n int, path string, shards []string, resync, idle time.Dura
 		res.reconciles = addCounts(res.reconciles, reconcilesOf(m.before, after, "sharequeue", "result"))
 		res.callSeconds = addCounts(res.callSeconds, diff(m.before, after, "kafkaqueues_kafka_request_duration_seconds_sum"))
 		res.calls = addCounts(res.calls, diff(m.before, after, "kafkaqueues_kafka_request_duration_seconds_count"))
+		res.stepSeconds = addCounts(res.stepSeconds, stepsOf(m.before, after, "_sum"))
+		res.steps = addCounts(res.steps, stepsOf(m.before, after, "_count"))
 		for _, h := range []struct {
 			metric, label string
 			sum, count    *float64
@@ -563,6 +569,21 @@ func reconcilesOf(before, after map[string]float64, controller, by string) map[s
 }
 
 // seriesDelta is after-before summed over the series that start with prefix and contain label.
+// stepsOf is the ShareQueue reconcile step histogram's suffix (_sum or _count) between
+// before and after, by step.
+func stepsOf(before, after map[string]float64, suffix string) map[string]float64 {
+	out := map[string]float64{}
+	prefix := "kafkaqueues_reconcile_step_duration_seconds" + suffix + "{"
+	for series, v := range after {
+		if strings.HasPrefix(series, prefix) && strings.Contains(series, `kind="ShareQueue"`) {
+			if d := v - before[series]; d != 0 {
+				out[labelOf(series, "step")] += d
+			}
+		}
+	}
+	return out
+}
+
 func seriesDelta(before, after map[string]float64, prefix, label string) float64 {
 	t := 0.0
 	for series, v := range after {
@@ -675,6 +696,16 @@ func (r result) print() {
 			}
 		}
 		fmt.Printf("Kafka admin calls during the run, mean wait per call in s (batch linger included) %s\n", fmtCountsPrec(mean, 2))
+	}
+	if len(r.steps) > 0 {
+		mean, total := map[string]float64{}, map[string]float64{}
+		for step, n := range r.steps {
+			if n > 0 {
+				mean[step], total[step] = r.stepSeconds[step]/n, r.stepSeconds[step]
+			}
+		}
+		fmt.Printf("ShareQueue reconcile steps during the run, mean s per run of the step %s\n", fmtCountsPrec(mean, 3))
+		fmt.Printf("ShareQueue reconcile steps during the run, total s (over all workers) %s\n", fmtCountsPrec(total, 0))
 	}
 	if r.noop {
 		fmt.Printf("one no-op resync window: Kafka requests %.0f %s, Kafka writes %.0f, apiserver writes %.0f\n", sum(r.idleKafka, all), fmtCounts(r.idleKafka), sum(r.idleKafka, writes), r.idleWrite)
