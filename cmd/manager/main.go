@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
@@ -115,6 +116,9 @@ func main() {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(kqv1.AddToScheme(scheme))
 
+	// client-go's request latency and client-side rate-limiter wait, by verb: whether a slow
+	// status write waits on --kube-api-qps or on the apiserver (issue 18).
+	metrics.RegisterRESTClientMetrics(metrics.MetricRequestLatency, metrics.MetricRateLimiterLatency)
 	restCfg := ctrl.GetConfigOrDie()
 	restCfg.QPS, restCfg.Burst = float32(kubeQPS), kubeBurst
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{

@@ -32,6 +32,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -88,6 +89,13 @@ type result struct {
 	// step during the run (kafkaqueues_reconcile_step_duration_seconds{kind="ShareQueue"}),
 	// the status patch as step "patch status": where a reconcile's time goes.
 	stepSeconds, steps map[string]float64
+	// limiterSeconds/limiterWaits and requestSeconds/requests are the sums and counts, by
+	// verb, of client-go's wait for the client-side rate limiter (--kube-api-qps) and of its
+	// apiserver requests' latency during the run.
+	limiterSeconds, limiterWaits, requestSeconds, requests map[string]float64
+	// machineBusy is the whole machine's busy CPU during the run, in cores (/proc/stat):
+	// the apiserver, etcd, the broker and the bench share the machine with the managers.
+	machineBusy float64
 	// noop is whether the no-op resync window ran (-resync > 0).
 	noop bool
 	// idle is the -idle window (nil when off).
@@ -324,11 +332,23 @@ func run(bin string, n int, path string, shards []string, resync, idle time.Dura
 		}
 	}
 	fmt.Fprintf(os.Stderr, "bench: N=%d %s: creating queues\n", n, path)
+	machineBefore := machineCPU()
 	start := time.Now()
 	var cpuProfiles sync.WaitGroup
 	for _, m := range mgrs {
 		cpuProfiles.Add(1)
 		go func() { defer cpuProfiles.Done(); profile(m, "profile", "?seconds=60") }()
+	}
+	if profileDir != "" {
+		// The apiserver's own CPU profile of the same minute (kube-apiserver serves
+		// /debug/pprof with --profiling, its default): what a status write costs it.
+		cpuProfiles.Add(1)
+		go func() {
+			defer cpuProfiles.Done()
+			if err := fetchAPIServerProfile(cfg, "?seconds=60", filepath.Join(profileDir, fmt.Sprintf("%d-%s-apiserver-profile.pprof", n, path))); err != nil {
+				fmt.Fprintln(os.Stderr, "bench: apiserver profile:", err)
+			}
+		}()
 	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 32)
@@ -363,6 +383,7 @@ func run(bin string, n int, path string, shards []string, resync, idle time.Dura
 		time.Sleep(100 * time.Millisecond)
 	}
 	res.ready = time.Since(start)
+	res.machineBusy = (machineCPU() - machineBefore) / res.ready.Seconds()
 	for _, m := range mgrs {
 		profile(m, "heap", "")
 		after, err := scrape(m.metricsURL)
@@ -379,6 +400,16 @@ func run(bin string, n int, path string, shards []string, resync, idle time.Dura
 		res.reconciles = addCounts(res.reconciles, reconcilesOf(m.before, after, "sharequeue", "result"))
 		res.callSeconds = addCounts(res.callSeconds, diff(m.before, after, "kafkaqueues_kafka_request_duration_seconds_sum"))
 		res.calls = addCounts(res.calls, diff(m.before, after, "kafkaqueues_kafka_request_duration_seconds_count"))
+		for _, h := range []struct {
+			metric     string
+			sum, count *map[string]float64
+		}{
+			{"rest_client_rate_limiter_duration_seconds", &res.limiterSeconds, &res.limiterWaits},
+			{"rest_client_request_duration_seconds", &res.requestSeconds, &res.requests},
+		} {
+			*h.sum = addCounts(*h.sum, byLabel(m.before, after, h.metric+"_sum", "verb"))
+			*h.count = addCounts(*h.count, byLabel(m.before, after, h.metric+"_count", "verb"))
+		}
 		res.stepSeconds = addCounts(res.stepSeconds, stepsOf(m.before, after, "_sum"))
 		res.steps = addCounts(res.steps, stepsOf(m.before, after, "_count"))
 		for _, h := range []struct {
@@ -569,6 +600,19 @@ func reconcilesOf(before, after map[string]float64, controller, by string) map[s
 }
 
 // seriesDelta is after-before summed over the series that start with prefix and contain label.
+// byLabel is a metric's increase between before and after, summed by one label's value.
+func byLabel(before, after map[string]float64, metric, label string) map[string]float64 {
+	out := map[string]float64{}
+	for series, v := range after {
+		if strings.HasPrefix(series, metric+"{") {
+			if d := v - before[series]; d != 0 {
+				out[labelOf(series, label)] += d
+			}
+		}
+	}
+	return out
+}
+
 // stepsOf is the ShareQueue reconcile step histogram's suffix (_sum or _count) between
 // before and after, by step.
 func stepsOf(before, after map[string]float64, suffix string) map[string]float64 {
@@ -685,6 +729,7 @@ func (r result) print() {
 	fmt.Printf("apiserver writes during the run: %.0f (%.2f per queue)\n", r.writes, r.writes/float64(r.n))
 	fmt.Printf("creates at %.1f/s; CPU %.2f s per 1,000 queues; ShareQueue reconciles during the run %.0f (%.2f per queue) %s\n", float64(r.n)/r.created.Seconds(), r.cpu*1000/float64(r.n),
 		sum(r.reconciles, all), sum(r.reconciles, all)/float64(r.n), fmtCounts(r.reconciles))
+	fmt.Printf("machine during the run: %.2f of %d cores busy (managers %.2f; the rest is the apiserver, etcd, the broker and the bench)\n", r.machineBusy, goruntime.NumCPU(), r.cpu/r.ready.Seconds())
 	if r.queueWaits > 0 && r.reconcileTimes > 0 {
 		fmt.Printf("ShareQueue workqueue during the run: mean wait %.2f s before a worker took an item, mean reconcile %.2f s\n", r.queueWait/r.queueWaits, r.reconcileTime/r.reconcileTimes)
 	}
@@ -696,6 +741,19 @@ func (r result) print() {
 			}
 		}
 		fmt.Printf("Kafka admin calls during the run, mean wait per call in s (batch linger included) %s\n", fmtCountsPrec(mean, 2))
+	}
+	means := func(sums, counts map[string]float64) map[string]float64 {
+		out := map[string]float64{}
+		for k, n := range counts {
+			if n > 0 {
+				out[k] = sums[k] / n
+			}
+		}
+		return out
+	}
+	if len(r.requests) > 0 {
+		fmt.Printf("apiserver requests during the run by verb: count %s, mean s waiting for --kube-api-qps %s, mean s per request %s\n",
+			fmtCounts(r.requests), fmtCountsPrec(means(r.limiterSeconds, r.limiterWaits), 3), fmtCountsPrec(means(r.requestSeconds, r.requests), 3))
 	}
 	if len(r.steps) > 0 {
 		mean, total := map[string]float64{}, map[string]float64{}
@@ -874,6 +932,26 @@ func fmtCountsPrec(m map[string]float64, prec int) string {
 	return "[" + strings.Join(parts, " ") + "]"
 }
 
+// machineCPU is the machine's busy CPU seconds since boot, all cores (/proc/stat: every
+// field of the cpu line but idle and iowait); 0 when it cannot be read.
+func machineCPU() float64 {
+	stat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(stat), "\n")
+	f := strings.Fields(line)
+	busy := 0.0
+	for i, v := range f[1:] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		x, _ := strconv.ParseFloat(v, 64)
+		busy += x
+	}
+	return busy / 100 // USER_HZ
+}
+
 // procStats returns a process's CPU seconds (utime+stime) and peak RSS in KiB (VmHWM).
 func procStats(pid int) (cpu float64, hwmKB int64, err error) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -895,6 +973,32 @@ func procStats(pid int) (cpu float64, hwmKB int64, err error) {
 		}
 	}
 	return cpu, hwmKB, nil
+}
+
+// fetchAPIServerProfile writes the apiserver's CPU profile (/debug/pprof/profile+query) to
+// file, authenticated as cfg.
+func fetchAPIServerProfile(cfg *rest.Config, query, file string) error {
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Get(strings.TrimSuffix(cfg.Host, "/") + "/debug/pprof/profile" + query)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s", resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func fetch(url, file string) error {
