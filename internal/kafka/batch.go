@@ -197,8 +197,26 @@ func (q *coalescer[K, P, V]) do(ctx context.Context, keys []K, payloads []P) (ma
 		defer w.mu.Unlock()
 		return w.out, w.err
 	case <-ctx.Done():
+		// Items not yet taken into a request are withdrawn: a caller that gave up (its
+		// reconcile's --kafka-timeout) must not leave writes behind that a later request
+		// makes anyway, nor make the batches of the callers after it larger and slower.
+		q.withdraw(w)
 		return nil, wrap(q.opts.api, "", ctx.Err())
 	}
+}
+
+// withdraw removes w's items that are still queued (those already sent cannot be recalled).
+func (q *coalescer[K, P, V]) withdraw(w *waiter[K, V]) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	rest := q.queue[:0]
+	for _, p := range q.queue {
+		if p.wait != w {
+			rest = append(rest, p)
+		}
+	}
+	clear(q.queue[len(rest):])
+	q.queue = rest
 }
 
 func (q *coalescer[K, P, V]) armLocked() {

@@ -281,6 +281,13 @@ func TestCoalescerCallerThatGivesUpDoesNotFailOthers(t *testing.T) {
 	if r := <-stays[0]; r.err != nil || r.out["b"] != "v:b" {
 		t.Fatalf("other caller got %v %v", r.out, r.err)
 	}
+	// The caller that gave up withdrew its queued item: no request carries it (a
+	// CreateTopics nobody waits for would create the topic anyway).
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if fmt.Sprint(m.sent) != "[[b]]" {
+		t.Errorf("requests sent %v, want [[b]]", m.sent)
+	}
 }
 
 func TestCoalescerMissingAnswerIsAnError(t *testing.T) {
