@@ -77,7 +77,7 @@ type Options struct {
 	// must not hold up the others); default 4.
 	ClusterConcurrency int
 	// QueueConcurrency is how many ShareQueues are reconciled at once. The manager's
-	// --sharequeue-concurrency flag defaults to 256; 0 here (callers that set no value) means 8.
+	// --sharequeue-concurrency flag defaults to 1024; 0 here (callers that set no value) means 8.
 	QueueConcurrency int
 	// FinalizerTimeout is how long a deleting ShareQueue (deletionPolicy Delete) waits for an
 	// unreachable cluster before releasing its finalizer and leaving Kafka as it is; default 10m.

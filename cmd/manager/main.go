@@ -60,7 +60,7 @@ func main() {
 	flag.DurationVar(&opts.DepthStatusInterval, "depth-status-interval", 5*time.Minute, "Least time between two writes of one ShareQueue's status.depth (written only when the figures changed, so unchanged queues cost no writes); bounds the depth poller's apiserver writes to queues/interval. 0 leaves status.depth unwritten.")
 	flag.DurationVar(&opts.KafkaTimeout, "kafka-timeout", 30*time.Second, "Upper bound on the Kafka requests of one reconcile.")
 	flag.IntVar(&opts.ClusterConcurrency, "kafkacluster-concurrency", 4, "KafkaClusters probed in parallel.")
-	flag.IntVar(&opts.QueueConcurrency, "sharequeue-concurrency", 256, "ShareQueues reconciled in parallel. Reconciles mostly wait on Kafka; with --kafka-batching their requests to one cluster are shared, so more of them in parallel means fewer, larger requests.")
+	flag.IntVar(&opts.QueueConcurrency, "sharequeue-concurrency", 1024, "ShareQueues reconciled in parallel. Reconciles mostly wait on Kafka and on status writes; with --kafka-batching their requests to one cluster are shared, so more of them in parallel means fewer, larger requests.")
 	flag.DurationVar(&opts.KafkaBatching.Linger, "kafka-batch-linger", 500*time.Millisecond, "With --kafka-batching, how long the first admin call of a batch waits for others before the request is sent while calls keep coming (after a quiet spell: a twentieth of it).")
 	flag.IntVar(&opts.KafkaBatching.MaxItems, "kafka-batch-max-items", 1000, "With --kafka-batching, the most topics or groups in one Kafka request.")
 	flag.BoolVar(&opts.KafkaBatching.Enabled, "kafka-batching", true, "Coalesce the Kafka admin requests of concurrent ShareQueue reconciles on one cluster into shared requests (false: one request per reconcile and API, the naive path).")
