@@ -982,27 +982,14 @@ func fetchAPIServerProfile(cfg *rest.Config, query, file string) error {
 	if err != nil {
 		return err
 	}
-	resp, err := hc.Get(strings.TrimSuffix(cfg.Host, "/") + "/debug/pprof/profile" + query)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s", resp.Status)
-	}
-	f, err := os.Create(file)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return fetchWith(hc, strings.TrimSuffix(cfg.Host, "/")+"/debug/pprof/profile"+query, file)
 }
 
-func fetch(url, file string) error {
-	resp, err := http.Get(url)
+func fetch(url, file string) error { return fetchWith(http.DefaultClient, url, file) }
+
+// fetchWith writes the body of a GET of url with hc to file.
+func fetchWith(hc *http.Client, url, file string) error {
+	resp, err := hc.Get(url)
 	if err != nil {
 		return err
 	}
