@@ -475,11 +475,14 @@ type applyResult struct {
 	topicErr     error // non-retriable item error on the topic
 	groupErr     error // non-retriable item error on the group configs
 	transient    error // a retriable failure: status says so and the reconcile is retried
-	// createRefused is set when CreateTopics answered TOPIC_ALREADY_EXISTS.
-	createRefused bool
+	// createNotMade is set when this reconcile's CreateTopics certainly made no topic: the
+	// brokers answered TOPIC_ALREADY_EXISTS or another refusal, or the call was withdrawn
+	// before any request carried it (kafka.IsNotSent). A timeout or transport failure after
+	// sending leaves it unset: the topic may have been made.
+	createNotMade bool
 	// intentFresh is set when this reconcile recorded status.topicCreationStarted itself
 	// (recordCreationIntent): no earlier CreateTopics of this queue can have created the
-	// topic, so a TOPIC_ALREADY_EXISTS answer means someone else did.
+	// topic, so with createNotMade the intent claims nothing.
 	intentFresh bool
 }
 
@@ -515,19 +518,9 @@ func (r *ShareQueueReconciler) apply(ctx context.Context, cl *kafka.Client, sq *
 		}
 	}
 	if plan.CreateTopic != nil {
-		switch err := out.CreateErr; {
-		case err == nil:
-			ct := out.Created
-			res.topicID, res.topicCreated, res.partitions, res.rf = ct.ID, true, ct.Partitions, ct.ReplicationFactor
+		res = createOutcome(out, res)
+		if out.CreateErr == nil {
 			applied("TopicCreated", plan.Changes()[0])
-		case kafka.IsAlreadyExists(err):
-			// The metadata we planned from lagged behind a topic that now exists: observe
-			// again rather than report a rejection. The broker says this attempt did not
-			// create it, so the creation intent no longer claims it.
-			res.transient = errors.Join(res.transient, err)
-			res.createRefused = true
-		default:
-			classify(err, &res.topicErr)
 		}
 	}
 	if plan.GrowPartitionsTo > 0 {
@@ -554,6 +547,32 @@ func (r *ShareQueueReconciler) apply(ctx context.Context, cl *kafka.Client, sq *
 	}
 	if len(done) > 0 {
 		r.event(sq, corev1.EventTypeNormal, reason, "Apply", strings.Join(done, "; "))
+	}
+	return res
+}
+
+// createOutcome records a planned CreateTopics' answer (out.CreateErr, out.Created) in res.
+// Pure.
+//   - Created: the topic's id, partitions and replication factor.
+//   - TOPIC_ALREADY_EXISTS: the metadata planned from lagged behind a topic that now exists;
+//     a transient failure (observe again), not a rejection. This attempt made no topic.
+//   - Another retriable failure (timeout, transport): transient; the topic may have been
+//     made unless the call was withdrawn before any request carried it (kafka.IsNotSent).
+//   - Any other error: the brokers refused the topic (topicErr); no topic was made.
+func createOutcome(out writeOutcome, res applyResult) applyResult {
+	switch err := out.CreateErr; {
+	case err == nil:
+		ct := out.Created
+		res.topicID, res.topicCreated, res.partitions, res.rf = ct.ID, true, ct.Partitions, ct.ReplicationFactor
+	case kafka.IsAlreadyExists(err):
+		res.transient = errors.Join(res.transient, err)
+		res.createNotMade = true
+	case kafka.IsRetriable(err):
+		res.transient = errors.Join(res.transient, err)
+		res.createNotMade = kafka.IsNotSent(err)
+	default:
+		res.topicErr = err
+		res.createNotMade = true
 	}
 	return res
 }

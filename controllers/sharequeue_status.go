@@ -50,12 +50,13 @@ func queueStatus(st *kqv1.ShareQueueStatus, gen int64, mode string, plan *queueP
 	case !plan.Blocked && st.TopicID == "" && res.topicID != "" && active:
 		st.TopicID = res.topicID // adopted and pinned: a topic recreated outside the operator is detected, not adopted
 	}
-	if res.createRefused && res.intentFresh {
-		// The broker says this reconcile's CreateTopics did not create the topic and no
-		// earlier one of this queue was sent: the intent no longer claims it. An intent from
-		// an earlier reconcile stays: that CreateTopics may have created the topic although
-		// its answer was lost (a timeout while the controller was still creating it), and
-		// the next observe adopts it as this queue's own (AdoptCreated) instead of reporting
+	if res.createNotMade && res.intentFresh {
+		// This reconcile recorded the intent and its CreateTopics certainly made no topic
+		// (refused, or withdrawn unsent): the intent claims nothing, so a topic someone else
+		// creates is reported TopicExists, never adopted. An intent from an earlier
+		// reconcile stays: that CreateTopics may have created the topic although its answer
+		// was lost (a timeout while the controller was still creating it), and the next
+		// observe adopts it as this queue's own (AdoptCreated) instead of reporting
 		// TopicExists.
 		st.TopicCreationStarted = nil
 	}

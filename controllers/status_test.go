@@ -436,33 +436,40 @@ func TestQueueStatusPlanReportsValidateOnlyRefusals(t *testing.T) {
 	}
 }
 
-// A TOPIC_ALREADY_EXISTS answer drops the creation intent only when this reconcile recorded
-// it: an intent from an earlier reconcile may stand for a CreateTopics that created the topic
-// although its answer was lost (it timed out while the controller was still creating it), and
-// dropping it would turn the queue's own topic into TopicExists on the next pass.
-func TestQueueStatusCreationIntentAfterTopicAlreadyExists(t *testing.T) {
+// A CreateTopics that certainly made no topic (TOPIC_ALREADY_EXISTS, another refusal, or a
+// batched call withdrawn before any request carried it) drops the creation intent only when
+// this reconcile recorded it: an intent from an earlier reconcile may stand for a
+// CreateTopics that created the topic although its answer was lost (it timed out while the
+// controller was still creating it), and dropping it would turn the queue's own topic into
+// TopicExists on the next pass. A timeout after sending keeps even a fresh intent.
+func TestQueueStatusCreationIntentAfterCreateTopics(t *testing.T) {
 	started := metav1.NewTime(time.Unix(1000, 0))
 	plan := &queuePlan{TopicName: "orders", GroupID: "orders", Partitions: 3,
 		CreateTopic: &kafka.NewTopic{Name: "orders", Partitions: 3, ReplicationFactor: -1},
 		TopicReady:  condTrue, GroupConfig: condTrue, ConfigValid: condValid}
 	exists := &kafka.Error{Op: "CreateTopics", Err: kafka.ErrTopicAlreadyExists}
+	notSent := &kafka.Error{Op: "CreateTopics", Err: fmt.Errorf("%w: %w", kafka.ErrNotSent, context.DeadlineExceeded)}
+	timedOut := &kafka.Error{Op: "CreateTopics", Err: context.DeadlineExceeded}
+	refused := &kafka.Error{Op: "CreateTopics", Err: kafka.ErrInvalidConfig}
 	for _, c := range []struct {
 		name       string
+		createErr  error
 		fresh      bool
 		wantIntent bool
 	}{
-		{"intent recorded by this reconcile: someone else created the topic", true, false},
-		{"intent from an earlier reconcile whose answer was lost: kept", false, true},
+		{"TOPIC_ALREADY_EXISTS, intent recorded by this reconcile: someone else created the topic", exists, true, false},
+		{"TOPIC_ALREADY_EXISTS, intent from an earlier reconcile whose answer was lost: kept", exists, false, true},
+		{"withdrawn unsent, intent recorded by this reconcile: dropped", notSent, true, false},
+		{"withdrawn unsent, intent from an earlier reconcile: kept", notSent, false, true},
+		{"refused, intent recorded by this reconcile: dropped", refused, true, false},
+		{"timed out after sending: the topic may exist, kept", timedOut, true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st := &kqv1.ShareQueueStatus{TopicName: "orders", GroupID: "orders", TopicCreationStarted: started.DeepCopy()}
-			res := applyResult{partitions: 3, transient: exists, createRefused: true, intentFresh: c.fresh}
-			rep := queueStatus(st, 1, kqv1.ReconcileActive, plan, res, nil)
+			res := createOutcome(writeOutcome{CreateErr: c.createErr}, applyResult{partitions: 3, intentFresh: c.fresh})
+			queueStatus(st, 1, kqv1.ReconcileActive, plan, res, nil)
 			if got := st.TopicCreationStarted != nil; got != c.wantIntent {
 				t.Errorf("topicCreationStarted kept = %v, want %v", got, c.wantIntent)
-			}
-			if rep.Ready.Reason != kqv1.ReasonKafkaUnavailable {
-				t.Errorf("Ready %+v, want KafkaUnavailable (observe again)", rep.Ready)
 			}
 		})
 	}

@@ -200,13 +200,17 @@ func (q *coalescer[K, P, V]) do(ctx context.Context, keys []K, payloads []P) (ma
 		// Items not yet taken into a request are withdrawn: a caller that gave up (its
 		// reconcile's --kafka-timeout) must not leave writes behind that a later request
 		// makes anyway, nor make the batches of the callers after it larger and slower.
-		q.withdraw(w)
+		if q.withdraw(w) == len(keys) {
+			// None was sent: the caller may rely on it (ErrNotSent).
+			return nil, wrap(q.opts.api, "", fmt.Errorf("%w: %w", ErrNotSent, ctx.Err()))
+		}
 		return nil, wrap(q.opts.api, "", ctx.Err())
 	}
 }
 
-// withdraw removes w's items that are still queued (those already sent cannot be recalled).
-func (q *coalescer[K, P, V]) withdraw(w *waiter[K, V]) {
+// withdraw removes w's items that are still queued (those already sent cannot be recalled)
+// and returns how many it removed.
+func (q *coalescer[K, P, V]) withdraw(w *waiter[K, V]) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	rest := q.queue[:0]
@@ -215,8 +219,10 @@ func (q *coalescer[K, P, V]) withdraw(w *waiter[K, V]) {
 			rest = append(rest, p)
 		}
 	}
+	n := len(q.queue) - len(rest)
 	clear(q.queue[len(rest):])
 	q.queue = rest
+	return n
 }
 
 func (q *coalescer[K, P, V]) armLocked() {

@@ -76,6 +76,15 @@ func IsNotFound(err error) bool {
 		errors.Is(err, kerr.UnknownTopicID)
 }
 
+// ErrNotSent marks a batched call whose caller gave up (its context ended) while all of its
+// items were still queued: no request carried them, so a write it asked for was certainly
+// not made. It wraps the context's error, so IsRetriable still holds.
+var ErrNotSent = errors.New("not sent: the caller gave up while its items were queued for a batched request")
+
+// IsNotSent reports a batched call that was withdrawn before any request carried it
+// (ErrNotSent).
+func IsNotSent(err error) bool { return errors.Is(err, ErrNotSent) }
+
 // IsAlreadyExists reports a topic that already exists.
 func IsAlreadyExists(err error) bool { return errors.Is(err, kerr.TopicAlreadyExists) }
 
