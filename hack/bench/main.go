@@ -407,11 +407,12 @@ func run(bin string, n int, path string, shards []string, resync, idle time.Dura
 			{"rest_client_rate_limiter_duration_seconds", &res.limiterSeconds, &res.limiterWaits},
 			{"rest_client_request_duration_seconds", &res.requestSeconds, &res.requests},
 		} {
-			*h.sum = addCounts(*h.sum, byLabel(m.before, after, h.metric+"_sum", "verb"))
-			*h.count = addCounts(*h.count, byLabel(m.before, after, h.metric+"_count", "verb"))
+			*h.sum = addCounts(*h.sum, byLabel(m.before, after, h.metric+"_sum", "verb", ""))
+			*h.count = addCounts(*h.count, byLabel(m.before, after, h.metric+"_count", "verb", ""))
 		}
-		res.stepSeconds = addCounts(res.stepSeconds, stepsOf(m.before, after, "_sum"))
-		res.steps = addCounts(res.steps, stepsOf(m.before, after, "_count"))
+		const steps = "kafkaqueues_reconcile_step_duration_seconds"
+		res.stepSeconds = addCounts(res.stepSeconds, byLabel(m.before, after, steps+"_sum", "step", `kind="ShareQueue"`))
+		res.steps = addCounts(res.steps, byLabel(m.before, after, steps+"_count", "step", `kind="ShareQueue"`))
 		for _, h := range []struct {
 			metric, label string
 			sum, count    *float64
@@ -599,12 +600,12 @@ func reconcilesOf(before, after map[string]float64, controller, by string) map[s
 	return out
 }
 
-// seriesDelta is after-before summed over the series that start with prefix and contain label.
-// byLabel is a metric's increase between before and after, summed by one label's value.
-func byLabel(before, after map[string]float64, metric, label string) map[string]float64 {
+// byLabel is a metric's increase between before and after, summed by one label's value,
+// over the series that contain must ("" for all).
+func byLabel(before, after map[string]float64, metric, label, must string) map[string]float64 {
 	out := map[string]float64{}
 	for series, v := range after {
-		if strings.HasPrefix(series, metric+"{") {
+		if strings.HasPrefix(series, metric+"{") && strings.Contains(series, must) {
 			if d := v - before[series]; d != 0 {
 				out[labelOf(series, label)] += d
 			}
@@ -613,21 +614,7 @@ func byLabel(before, after map[string]float64, metric, label string) map[string]
 	return out
 }
 
-// stepsOf is the ShareQueue reconcile step histogram's suffix (_sum or _count) between
-// before and after, by step.
-func stepsOf(before, after map[string]float64, suffix string) map[string]float64 {
-	out := map[string]float64{}
-	prefix := "kafkaqueues_reconcile_step_duration_seconds" + suffix + "{"
-	for series, v := range after {
-		if strings.HasPrefix(series, prefix) && strings.Contains(series, `kind="ShareQueue"`) {
-			if d := v - before[series]; d != 0 {
-				out[labelOf(series, "step")] += d
-			}
-		}
-	}
-	return out
-}
-
+// seriesDelta is after-before summed over the series that start with prefix and contain label.
 func seriesDelta(before, after map[string]float64, prefix, label string) float64 {
 	t := 0.0
 	for series, v := range after {
@@ -733,15 +720,6 @@ func (r result) print() {
 	if r.queueWaits > 0 && r.reconcileTimes > 0 {
 		fmt.Printf("ShareQueue workqueue during the run: mean wait %.2f s before a worker took an item, mean reconcile %.2f s\n", r.queueWait/r.queueWaits, r.reconcileTime/r.reconcileTimes)
 	}
-	if len(r.calls) > 0 {
-		mean := map[string]float64{}
-		for api, n := range r.calls {
-			if n > 0 {
-				mean[api] = r.callSeconds[api] / n
-			}
-		}
-		fmt.Printf("Kafka admin calls during the run, mean wait per call in s (batch linger included) %s\n", fmtCountsPrec(mean, 2))
-	}
 	means := func(sums, counts map[string]float64) map[string]float64 {
 		out := map[string]float64{}
 		for k, n := range counts {
@@ -751,19 +729,16 @@ func (r result) print() {
 		}
 		return out
 	}
+	if len(r.calls) > 0 {
+		fmt.Printf("Kafka admin calls during the run, mean wait per call in s (batch linger included) %s\n", fmtCountsPrec(means(r.callSeconds, r.calls), 2))
+	}
 	if len(r.requests) > 0 {
 		fmt.Printf("apiserver requests during the run by verb: count %s, mean s waiting for --kube-api-qps %s, mean s per request %s\n",
 			fmtCounts(r.requests), fmtCountsPrec(means(r.limiterSeconds, r.limiterWaits), 3), fmtCountsPrec(means(r.requestSeconds, r.requests), 3))
 	}
 	if len(r.steps) > 0 {
-		mean, total := map[string]float64{}, map[string]float64{}
-		for step, n := range r.steps {
-			if n > 0 {
-				mean[step], total[step] = r.stepSeconds[step]/n, r.stepSeconds[step]
-			}
-		}
-		fmt.Printf("ShareQueue reconcile steps during the run, mean s per run of the step %s\n", fmtCountsPrec(mean, 3))
-		fmt.Printf("ShareQueue reconcile steps during the run, total s (over all workers) %s\n", fmtCountsPrec(total, 0))
+		fmt.Printf("ShareQueue reconcile steps during the run, mean s per run of the step %s\n", fmtCountsPrec(means(r.stepSeconds, r.steps), 3))
+		fmt.Printf("ShareQueue reconcile steps during the run, total s (over all workers) %s\n", fmtCountsPrec(r.stepSeconds, 0))
 	}
 	if r.noop {
 		fmt.Printf("one no-op resync window: Kafka requests %.0f %s, Kafka writes %.0f, apiserver writes %.0f\n", sum(r.idleKafka, all), fmtCounts(r.idleKafka), sum(r.idleKafka, writes), r.idleWrite)
