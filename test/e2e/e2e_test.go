@@ -40,12 +40,18 @@ type manager struct {
 
 func startManager(t *testing.T, bin, kubeconfig, logPath string) *manager {
 	t.Helper()
+	return startManagerWith(t, bin, kubeconfig, logPath, "--cluster-probe-interval=10s", "--sharequeue-concurrency=2")
+}
+
+// startManagerWith starts the manager with its listeners off fixed ports and args, logging
+// (appending) to logPath; it is killed when the test ends.
+func startManagerWith(t *testing.T, bin, kubeconfig, logPath string, args ...string) *manager {
+	t.Helper()
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0",
-		"--cluster-probe-interval=10s", "--sharequeue-concurrency=2")
+	cmd := exec.Command(bin, append([]string{"--kubeconfig", kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0"}, args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -37,18 +35,8 @@ func TestBrokerOutageShowsAtDefaultIntervals(t *testing.T) {
 			t.Logf("manager log (tail):\n%s", tail(string(b), 6000))
 		}
 	}()
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Every interval at its default: only the listeners are moved off fixed ports.
-	cmd := exec.Command(r.bin, "--kubeconfig", r.kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); logf.Close() })
+	// Every interval at its default.
+	startManagerWith(t, r.bin, r.kubeconfig, logPath)
 
 	kc := &kqv1.KafkaCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "local"}, Spec: kqv1.KafkaClusterSpec{BootstrapServers: r.kafka.BootstrapServers()}}
 	if err := r.c.Create(ctx, kc); err != nil {
