@@ -74,7 +74,7 @@ const stepPatchStatus = "patch status"
 // 0.31 s). Labels are bounded: three kinds, about a dozen steps each.
 var reconcileStepSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 	Name:    "kafkaqueues_reconcile_step_duration_seconds",
-	Help:    "Time spent in each named step of a ShareQueue, DeadLetterRoute or KafkaCluster reconcile; step \"patch status\" is the status write that ends it.",
+	Help:    "Time spent in each named step of a ShareQueue, DeadLetterRoute or KafkaCluster reconcile; step \"patch status\" is the status write that ends it (a write inside a step, such as the creation intent, counts in that step).",
 	Buckets: prometheus.ExponentialBuckets(0.001, 4, 8), // 1 ms … 16 s
 }, []string{"kind", "step"})
 

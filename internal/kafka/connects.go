@@ -37,8 +37,10 @@ func (p *Pool) ObserveBrokerConnects(fns ...BrokerConnectFunc) {
 // answer in time (a transport error, a dial refused, a deadline), as opposed to a broker's
 // answer with an error code (INVALID_CONFIG, UNKNOWN_TOPIC_OR_PARTITION, ...), which concerns
 // one item and says the broker is up. The controllers' per-cluster backoff counts only these.
+// A batched call withdrawn before any request carried it (ErrNotSent) is not one: it waited
+// behind this client's own requests, and no broker was asked.
 func IsUnreachable(err error) bool {
-	if err == nil || IsAuthorization(err) {
+	if err == nil || IsAuthorization(err) || IsNotSent(err) {
 		return false
 	}
 	return IsRetriable(err) && !isKerr(err)
