@@ -4,7 +4,14 @@ SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
 
 KAFKA_VERSION ?= 4.4.0
-GO_TEST_FLAGS ?= -p 1 -count=1 -timeout 45m
+# Packages run two at a time (each starts its own apiserver and brokers; docs/testing.md has
+# the measurements behind -p 2); tests run in a random order, the seed printed first.
+GO_TEST_P ?= 2
+SHUFFLE ?= $(shell date +%s)
+GO_TEST_FLAGS ?= -p $(GO_TEST_P) -count=1 -shuffle=$(SHUFFLE) -timeout 45m
+# Where make test writes `go test -json` (gotestsum --jsonfile) for hack/testtimes.
+TEST_TIMES ?= tmp/test-times
+GOTESTSUM := go tool -modfile=hack/tools/go.mod gotestsum
 IMG ?= ghcr.io/kafkaqueues/kafka-queue-operator:0.2.0
 CONTROLLER_GEN := go tool controller-gen
 
@@ -65,13 +72,29 @@ run-local: rig-bins ## Main job: apiserver + Kafka broker + manager + samples, t
 ##@ Test
 
 .PHONY: test
-test: rig-bins node-bins verify ## Run every test: unit, CEL on a real apiserver, integration against real brokers, then the end-to-end test on a real node (test-node; root).
-	go test $(GO_TEST_FLAGS) ./...
-	$(MAKE) test-node
+test: rig-bins node-bins verify ## Run every test: unit, CEL on a real apiserver, integration against real brokers, then the end-to-end test on a real node (test-node; root); prints the 20 slowest tests (SHUFFLE=seed replays an order).
+	@mkdir -p $(TEST_TIMES); rm -f $(TEST_TIMES)/*.json
+	@echo "shuffle seed: $(SHUFFLE) (replay this order: make test SHUFFLE=$(SHUFFLE))"
+	@rc=0; \
+	$(GOTESTSUM) --format pkgname-and-test-fails --format-hide-empty-pkg --jsonfile $(TEST_TIMES)/go-test.json -- $(GO_TEST_FLAGS) ./... || rc=$$?; \
+	if [ $$rc -eq 0 ]; then $(MAKE) --no-print-directory test-node TEST_NODE_JSON=$(TEST_TIMES)/node.json || rc=$$?; fi; \
+	go run ./hack/testtimes $(TEST_TIMES)/*.json; \
+	exit $$rc
+
+TEST_NODE_JSON ?=
 
 .PHONY: test-node
 test-node: node-bins ## End to end on a real node (root): the chart's image and Pods run under a kubelet, the app's sidecar dead-letters (test/node, docs/node-rig.md).
-	go test -tags nodee2e -count=1 -timeout 30m -v ./test/node/
+	$(if $(TEST_NODE_JSON),$(GOTESTSUM) --format standard-verbose --jsonfile $(TEST_NODE_JSON) --,go test) -tags nodee2e -count=1 -timeout 30m -v ./test/node/
+
+.PHONY: test-fast
+test-fast: ## The development loop (a few minutes warm): unit tests, pure plan and status tables, fuzz seeds (-short everywhere), and the CEL rules on a real apiserver.
+	go test -short -count=1 -shuffle=on ./...
+	go test -count=1 -shuffle=on ./api/...
+
+.PHONY: test-times
+test-times: ## Per-package wall time and the 20 slowest tests of the last make test (TEST_TIMES); BEFORE=file.json adds an earlier run's column.
+	go run ./hack/testtimes $(if $(BEFORE),-before $(BEFORE)) $(TEST_TIMES)/*.json
 
 .PHONY: test-unit
 test-unit: ## Run only the tests that need no apiserver or broker.

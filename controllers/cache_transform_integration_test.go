@@ -18,6 +18,7 @@ import (
 // on the cached object (as every write of the manager is) leaves the annotation on the
 // apiserver.
 func TestCacheDropsLastAppliedButPatchesKeepIt(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)

@@ -44,6 +44,7 @@ func strimziSecrets(ns, cluster, scramUser, password, tlsUser string, ca *rig.Te
 // mechanism. Wrong key names, a missing Secret and a refused client secret each give a
 // condition naming the Secret and key or the endpoint's answer, never a value.
 func TestCredentialsAsUsersHaveThem(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ca, err := rig.NewTestCA()
 	if err != nil {
@@ -229,6 +230,7 @@ func TestCredentialsAsUsersHaveThem(t *testing.T) {
 // The CEL rules of spec.tls and spec.sasl are the apiserver's: each bad combination is refused
 // at admission with a message naming what to fix, and the defaults are applied.
 func TestCredentialRulesAtAdmission(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	ref := &kqv1.SecretKeyReference{Name: "s", Key: "k"}

@@ -16,6 +16,7 @@ import (
 // every reconcile failed looking up a KafkaCluster with an empty name, and the redrive stayed
 // Running for ever with no word of why. It must end Failed, naming spec.routeRef.name.
 func TestRedriveStartedWhoseRouteIsGoneFails(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)

@@ -123,6 +123,7 @@ func (r *testRig) waitRedrive(t *testing.T, key client.ObjectKey, phase kqv1.Dea
 // 10 at kqo.redrive.count=2 are refused (status, condition RecordsRefused, Warning Event), 20
 // are filtered, and records dead-lettered after the redrive started (beyond its bound) stay.
 func TestRedriveFilterAndLoopRefused(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns, queueTopic, dlqTopic := r.redriveFixture(t)
 	ctx := ctxFor(t)
@@ -262,6 +263,7 @@ func TestRedriveFilterAndLoopRefused(t *testing.T) {
 // stops the redrive at a transaction boundary: phase Cancelled with condition Cancelled, and
 // exactly status.moved records (read with read_committed) in the queue's topic.
 func TestRedriveRateLimitAndCancel(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns, queueTopic, dlqTopic := r.redriveFixture(t)
 	ctx := ctxFor(t)
@@ -385,6 +387,7 @@ func rejectAll(t *testing.T, bootstrap []string, group, topic string, want int) 
 // rejected, redriven (with its app header restored and kqo.redrive.count=1), and rejected
 // again is then refused by the next redrive with maxRedrives 1 instead of looping again.
 func TestRedriveLoopRefusedBrokerNative(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)

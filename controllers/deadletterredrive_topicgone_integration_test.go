@@ -53,6 +53,7 @@ func (r *testRig) slowRedrive(t *testing.T, name string) (ns, queueTopic, dlqTop
 // its consumer group kqo.redrive.<uid> on the brokers, although a Failed redrive is never
 // resumed; only Complete and Cancelled ones deleted it. It must end Failed and leave no group.
 func TestRedriveDeadLetterTopicDeletedFailsAndLeavesNoGroup(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ctx := ctxFor(t)
 	_, _, dlqTopic, dr, adm := r.slowRedrive(t, "doomed")
@@ -96,6 +97,7 @@ func waitGroupGone(t *testing.T, adm *kadm.Client, group, since string) {
 // consumer group kqo.redrive.<uid> on the brokers until Kafka's offset expiry (7 days by
 // default). The mover must stop (nothing more reaches the queue's topic) and the group go.
 func TestRedriveDeletedWhileRunningStopsAndLeavesNoGroup(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ctx := ctxFor(t)
 	_, queueTopic, _, dr, adm := r.slowRedrive(t, "dropped")

@@ -40,6 +40,7 @@ func (r *testRig) waitRoute(t *testing.T, dlr *kqv1.DeadLetterRoute, typ string,
 // dead-letter queue (KIP-1191): a record rejected by a plain franz-go share consumer lands in
 // the route's topic, written by the broker.
 func TestDeadLetterRouteBrokerNative(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)
@@ -198,6 +199,7 @@ func TestDeadLetterRouteBrokerNative(t *testing.T) {
 // An explicit Republisher route creates its topic, sets no broker DLQ configs on the group, and
 // the queue's group limit becomes maxDeliveryAttempts + 1 (the republisher's reserved attempt).
 func TestDeadLetterRouteRepublisherMode(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)
@@ -282,6 +284,7 @@ func values(rs []*kgo.Record) []string {
 // with the config the brokers need (errors.deadletterqueue.group.enable=true) — for every
 // route of the cluster at once. The same watch re-checks a queue whose topic was deleted.
 func TestDeletedDeadLetterTopicIsNoticedAndRecreated(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)

@@ -19,6 +19,7 @@ import (
 // pointed at its dead-letter topic only once the topic exists, and the reconcile annotation
 // binds a route as it binds a queue.
 func TestDeadLetterRouteRules(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)
@@ -176,6 +177,7 @@ func TestDeadLetterRouteRules(t *testing.T) {
 // A queue recreated with another group: its route moves to the new group and removes the
 // dead-letter configs it had set on the old one.
 func TestDeadLetterRouteFollowsANewGroup(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)

@@ -19,6 +19,7 @@ import (
 // ScaledObject on it scaled consumers into a group that is not its. Such a queue's series
 // must be absent and its status.depth must say why, while the owner's are exported.
 func TestDepthOfAQueueInConflictIsNotRead(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)

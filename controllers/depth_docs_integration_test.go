@@ -97,6 +97,7 @@ func evalSelector(t *testing.T, query string) (float64, int) {
 // earliest). When the queue cannot be read, the KEDA query matches nothing (the scaler then
 // errors and KEDA holds its fallback).
 func TestAutoscalingDocsManifests(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ctx := ctxFor(t)
 	blocks := yamlBlocks(t, "docs/autoscaling.md")

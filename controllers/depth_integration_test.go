@@ -119,6 +119,7 @@ func (r *testRig) consumeAndAccept(t *testing.T, ctx context.Context, sq *kqv1.S
 // earliest, none for latest; it falls as a share consumer accepts records; the oldest
 // record's age follows; status.depth carries the same figures.
 func TestDepthMetricsFollowTheBacklog(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)
@@ -183,6 +184,7 @@ func TestDepthMetricsFollowTheBacklog(t *testing.T) {
 // keeping the last value (issue 17: an autoscaler acting on it acted on old news); its
 // last-read timestamp stays, and status.depth says why instead of carrying figures.
 func TestDepthSeriesGoAbsentWhenTheQueueCannotBeRead(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)
@@ -309,6 +311,7 @@ func TestDepthPollBatchesRequestsAcrossQueues(t *testing.T) {
 // backlog changes every few seconds, two writes of one queue's status.depth are at least
 // the status interval apart, and the metric changes more often than the status.
 func TestDepthStatusIsWrittenAtTheSlowerCadence(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)

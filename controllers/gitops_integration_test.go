@@ -81,6 +81,7 @@ func asUnstructured(t *testing.T, obj runtime.Object) *unstructured.Unstructured
 // Real status objects the operator wrote, in each state, read by kstatus (Flux, kpt,
 // cli-utils) and by the Argo CD health script from docs/gitops.
 func TestGitOpsHealth(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)
@@ -217,6 +218,7 @@ func TestServerSideApplyTwiceIsQuiet(t *testing.T) {
 // what Kafka does not hold: the missing topic and the unwritten group configs are False with
 // reason Planned / ObserveOnly, and status.partitions is the live topic's (none).
 func TestHeldBackModesReadAsSuspended(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)

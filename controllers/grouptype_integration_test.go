@@ -83,6 +83,7 @@ func makeConsumerGroup(t *testing.T, bootstrap []string, topic, group string) (s
 // (reason GroupTypeConflict) naming the group and its type, write nothing, and deletion
 // leaves the group as it was.
 func TestGroupOfAnotherTypeIsAConflict(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)

@@ -82,6 +82,7 @@ func condIs(conds []metav1.Condition, typ string, status metav1.ConditionStatus,
 // command to run, queues wait with ShareGroupsDisabled and write no group config; Finalize
 // raises the level to 1 and the waiting queue becomes Ready without being touched.
 func TestFinalizeShareVersionOnRelease41Cluster(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	k, admin := startKafka(t, rig.KafkaOptions{ReleaseVersion: "4.1"})
 	ns := r.newNamespace(t)
@@ -165,6 +166,7 @@ func TestFinalizeShareVersionOnRelease41Cluster(t *testing.T) {
 // Three brokers whose __share_group_state was created at RF 1: Manage raises every partition
 // to RF 3 (spread over the brokers) and the topic's min.insync.replicas to 2.
 func TestManageRaisesShareStateReplication(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	k, admin := startKafka(t, rig.KafkaOptions{Brokers: 3, BrokerProps: map[string]string{
 		"share.coordinator.state.topic.replication.factor": "1",
@@ -269,6 +271,7 @@ func TestManageRaisesShareStateReplication(t *testing.T) {
 // share.delivery.count.limit: a queue using maxDeliveryAttempts is told the field is
 // unsupported here; a queue without it is Ready.
 func TestKafka42ReportsUnsupportedFields(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	k, _ := startKafka(t, rig.KafkaOptions{Version: "4.2.0"})
 	ns := r.newNamespace(t)
@@ -303,6 +306,7 @@ func TestKafka42ReportsUnsupportedFields(t *testing.T) {
 // Brokers restarted with a narrower lock-duration bound: the cluster's bounds, and with them
 // the queue's condition and effective value, follow.
 func TestQueueFollowsNarrowedBrokerBounds(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	k, _ := startKafka(t, rig.KafkaOptions{})
 	ns := r.newNamespace(t)
@@ -369,6 +373,7 @@ func TestQueueFollowsNarrowedBrokerBounds(t *testing.T) {
 // Connected=False with a clear reason and no secret in status; fixing the Secret rebuilds the
 // client and the cluster connects.
 func TestSASLConnections(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	k, _ := startKafka(t, rig.KafkaOptions{SASLUsers: map[string]string{"alice": "alice-secret"}})
 	ns := r.newNamespace(t)
@@ -421,6 +426,7 @@ func TestSASLConnections(t *testing.T) {
 // (system roots) the certificate is refused with a clear message; a CA Secret that holds no
 // PEM is SecretInvalid.
 func TestTLSConnections(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ca, err := rig.NewTestCA()
 	if err != nil {
@@ -464,6 +470,7 @@ func TestTLSConnections(t *testing.T) {
 // Mutual TLS: a listener requiring client certificates accepts the one from the KafkaCluster's
 // kubernetes.io/tls Secret and refuses a cluster without one; serverName is checked.
 func TestMutualTLSAndServerName(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ca, err := rig.NewTestCA()
 	if err != nil {

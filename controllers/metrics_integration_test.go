@@ -112,6 +112,7 @@ func TestOperatorMetrics(t *testing.T) {
 // series goes away instead of keeping the last count (issue 17: metrics never a frozen old
 // value).
 func TestMembersSeriesGoesAbsentWhenKafkaIsDown(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	k, _ := startKafka(t, rig.KafkaOptions{})
 	ns := r.newNamespace(t)

@@ -17,6 +17,7 @@ import (
 // are created as a user writes them (unstructured), so the fractional seconds reach the
 // controller.
 func TestOffsetResetBeforeTheEpochRedeliversEverything(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns, sq := r.resetQueueIn(t, "epoch", 2)
 	topic := sq.Status.TopicName

@@ -267,6 +267,7 @@ func (r *testRig) hasEvent(t *testing.T, obj client.Object, typ, reason, note st
 // delivered to a consumer that joins afterwards (its group starts at earliest, so without the
 // purge it would get them), records produced after the purge are, each once.
 func TestOffsetResetPurgeWithoutMembers(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns, sq := r.resetQueueIn(t, "purge", 3)
 	topic, group := sq.Status.TopicName, sq.Status.GroupID
@@ -304,6 +305,7 @@ func TestOffsetResetPurgeWithoutMembers(t *testing.T) {
 // member count and nothing is resolved or applied; once the member leaves it completes, and
 // the records produced meanwhile are purged too. Under Fail it ends Failed, nothing applied.
 func TestOffsetResetWithMembersPresent(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns, sq := r.resetQueueIn(t, "busy", 2)
 	topic, group := sq.Status.TopicName, sq.Status.GroupID
@@ -355,6 +357,7 @@ func TestOffsetResetWithMembersPresent(t *testing.T) {
 // with record timestamps 10 and 5 minutes ago, all consumed, then a reset to 7.5 minutes
 // ago delivers the second batch again, each record once, and none of the first.
 func TestOffsetResetToTimestampRedeliversExactlyTheRecordsAfterIt(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns, sq := r.resetQueueIn(t, "replay", 3)
 	topic, group := sq.Status.TopicName, sq.Status.GroupID
@@ -413,6 +416,7 @@ func TestOffsetResetToTimestampRedeliversExactlyTheRecordsAfterIt(t *testing.T) 
 // moved since; and targets recorded in status before a manager stopped are applied as
 // recorded, never resolved again.
 func TestOffsetResetAppliedOnceAcrossRestarts(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns, sq := r.resetQueueIn(t, "once", 2)
 	topic, group := sq.Status.TopicName, sq.Status.GroupID
@@ -467,6 +471,7 @@ func TestOffsetResetAppliedOnceAcrossRestarts(t *testing.T) {
 // recording and applying, the queue deleted meanwhile) fails, naming the queue and the
 // targets, instead of waiting for a queue that will not come back with that topic.
 func TestOffsetResetOfADeletedQueueFailsOnceTargetsAreRecorded(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns, sq := r.resetQueueIn(t, "gone", 2)
 	topic, group := sq.Status.TopicName, sq.Status.GroupID
@@ -494,6 +499,7 @@ func TestOffsetResetOfADeletedQueueFailsOnceTargetsAreRecorded(t *testing.T) {
 // Complete=False/ShareGroupsDisabled naming the level and how to finalize it, and nothing is
 // resolved or sent; once share.version 1 is finalized it completes.
 func TestOffsetResetWaitsForShareGroups(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	k, admin := startKafka(t, rig.KafkaOptions{ReleaseVersion: "4.1"})
 	ns := r.newNamespace(t)

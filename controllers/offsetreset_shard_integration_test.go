@@ -26,6 +26,7 @@ import (
 // recorded offsets again). Here the rig's manager owns the unlabelled queue; a second manager
 // for shard s1 runs the OffsetReset controller: it must leave the reset alone.
 func TestOffsetResetIgnoredByAShardWithoutItsQueue(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns, sq := r.resetQueueIn(t, "sharded", 1)
 	sel, err := labels.Parse(ShardLabel + " in (s1)")

@@ -56,6 +56,7 @@ func TestQueueOfPod(t *testing.T) {
 // none; a Pod created before its route became active is reported once it is. No controller
 // but PodReconciler runs, and no broker: the objects' status is set by hand.
 func TestPodWithoutRepublisherIsReportedOnce(t *testing.T) {
+	t.Parallel()
 	rig.SkipWithoutRig(t, "a kube-apiserver")
 	env, cfg, err := rig.StartAPIServer()
 	if err != nil {
@@ -255,6 +256,7 @@ func eventPods[V any](m map[string]V) []string {
 // operator's own) was reported as if the webhook had been down, advising a recreate that can
 // never help. The configuration and Namespace are read from a real apiserver.
 func TestPodOutsideTheWebhookScopeIsSaidSo(t *testing.T) {
+	t.Parallel()
 	rig.SkipWithoutRig(t, "a kube-apiserver")
 	env, cfg, err := rig.StartBareAPIServer()
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 // TopicNamePrefixRequired; each remedy its message names is applied here and works, and the
 // edit it no longer suggests (changing spec.topic.name in place) is refused by the apiserver.
 func TestPrefixRemediesAreAccepted(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)
@@ -114,6 +115,7 @@ func TestPrefixRemediesAreAccepted(t *testing.T) {
 // its own route's. Found by the adversarial round on kqctl plan: the second route rewrote
 // errors.deadletterqueue.topic.name of the owner's group every minute.
 func TestRouteOfAQueueInConflictWritesNothing(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)
@@ -165,6 +167,7 @@ func TestRouteOfAQueueInConflictWritesNothing(t *testing.T) {
 // queue was Ready went unnoticed until the resync. The topic watch's ListGroups notices it
 // within seconds; and a paused queue makes no claim about Kafka, nor does its route.
 func TestKafkaChangesUnderneathAreNoticed(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)

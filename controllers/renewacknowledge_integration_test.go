@@ -19,6 +19,7 @@ import (
 // message naming the config, its value and the field to change. Following that advice (the
 // queue's renewAcknowledge: true) makes the route active without waiting for a resync.
 func TestDeadLetterRouteRepublisherNeedsRenewAcknowledge(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)

@@ -20,6 +20,7 @@ import (
 // application's 5 and status.effective.reservedAttempts the reserved 1, while the group's
 // share.delivery.count.limit is 6; the Preview (kqctl plan) reports the same.
 func TestReservedAttemptIsShownApart(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)
@@ -82,6 +83,7 @@ func TestReservedAttemptIsShownApart(t *testing.T) {
 // Now the message names the reserve, and with Clamp the queue writes 10, the application gets
 // 9, the republisher keeps the last, and the route is active.
 func TestClampedReserveKeepsTheRouteActive(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)

@@ -61,6 +61,7 @@ func (r *testRig) waitGone(t *testing.T, obj client.Object) {
 // Two ShareQueues naming one topic: the younger gets Conflict naming the owner, writes
 // nothing, deletes nothing; when the owner goes, it takes over.
 func TestOwnershipConflict(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)
@@ -123,6 +124,7 @@ func TestOwnershipConflict(t *testing.T) {
 // Regression: a Create-policy queue that found a foreign topic pinned its id, took it over
 // at the next pass (stripping its configs) and deleted it with the CR.
 func TestCreatePolicyNeverTakesAForeignTopic(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)
@@ -160,6 +162,7 @@ func TestCreatePolicyNeverTakesAForeignTopic(t *testing.T) {
 
 // deletionProtection holds the Kafka resources and the CR until cleared.
 func TestDeletionProtection(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)
@@ -211,6 +214,7 @@ func TestDeletionProtection(t *testing.T) {
 // A broker that is down when the cluster is declared: Connected=False with the reason, then
 // automatic recovery when it comes up, and the waiting queue becomes Ready.
 func TestBrokerDownAtStartRecovers(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	k, _ := startKafka(t, rig.KafkaOptions{})
 	k.StopNode(k.Nodes[0])
@@ -241,6 +245,7 @@ func TestBrokerDownAtStartRecovers(t *testing.T) {
 // Three brokers, a queue at RF 3; one broker stops: the queue says its replication can no
 // longer be met.
 func TestQueueReportsLostBroker(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	k, _ := startKafka(t, rig.KafkaOptions{Brokers: 3})
 	ns := r.newNamespace(t)
@@ -295,6 +300,7 @@ func TestQueueReportsLostBroker(t *testing.T) {
 // Drift made behind the operator's back: Enforce writes the spec back and says so; Report
 // leaves it and raises DriftDetected; ObserveOnly lists the correction and writes nothing.
 func TestDriftPolicies(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)
@@ -416,6 +422,7 @@ func driftCorrectionsOf(resource string) float64 {
 // when it returns. A deletionPolicy Delete queue deleted while the broker is gone does not
 // wedge: its finalizer is released after the finalizer timeout with an event.
 func TestBrokerLossMidLifeAndFinalizerNeverWedges(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	k, _ := startKafka(t, rig.KafkaOptions{})
 	ns := r.newNamespace(t)
@@ -468,6 +475,7 @@ func TestBrokerLossMidLifeAndFinalizerNeverWedges(t *testing.T) {
 // Writes racing the controller (annotation patches while it adds its finalizer with an
 // optimistic lock) produce apiserver conflicts; they are retried and the queue converges.
 func TestApiserverConflictsAreRetried(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)

@@ -16,6 +16,7 @@ import (
 )
 
 func TestKafkaClusterReportsTheBroker(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	kc := r.newCluster(t, ns)
@@ -48,6 +49,7 @@ func TestKafkaClusterReportsTheBroker(t *testing.T) {
 }
 
 func TestShareQueueCreatesTopicAndGroupConfigs(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)
@@ -159,6 +161,7 @@ func TestShareQueueCreatesTopicAndGroupConfigs(t *testing.T) {
 }
 
 func TestShareQueueOutOfBoundsIsRejectedWithCondition(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)
@@ -234,6 +237,7 @@ func TestShareQueueOutOfBoundsIsRejectedWithCondition(t *testing.T) {
 }
 
 func TestShareQueueDeletionPolicies(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)
@@ -369,6 +373,7 @@ func TestNoOpReconcileWritesNothing(t *testing.T) {
 }
 
 func TestReconcileModesPlanAndPaused(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)
@@ -442,6 +447,7 @@ func TestReconcileModesPlanAndPaused(t *testing.T) {
 
 // A share consumer joining the queue's group shows in status.group.
 func TestQueueStatusShowsShareGroup(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)

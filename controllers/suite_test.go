@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
@@ -25,95 +24,70 @@ import (
 )
 
 // testRig is the real kube-apiserver + etcd, one real Kafka broker and the manager running
-// the controllers in-process, started once for the integration tests of this package (unit
-// tests of the plan never start it).
+// the controllers in-process, started once (test/rig's Suite) for the integration tests of this
+// package (unit tests of the plan never start it). Each test works in a namespace of its own
+// with topics and groups of its own, so tests on it run in parallel; a test that stops
+// brokers or changes broker settings starts a cluster of its own (startKafka).
 type testRig struct {
 	env     *envtest.Environment
 	kafka   *rig.Kafka
 	k8s     client.Client
 	counter *kafka.RequestCounter
 	admin   *kafka.Client // a separate client for checking Kafka from outside the operator
-	cancel  context.CancelFunc
-	done    chan struct{}
 }
 
 var (
+	// counter counts the Kafka requests of the suite's manager.
+	counter = &kafka.RequestCounter{}
+	suite   = rig.NewSuite(rig.SuiteInput{Scheme: testScheme(), SetupManager: setupSuiteManager})
+
 	rigOnce sync.Once
 	rigVal  *testRig
 	rigErr  error
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
+	code := suite.Run(m)
 	if rigVal != nil {
-		rigVal.stop()
+		rigVal.admin.Close()
 	}
 	os.Exit(code)
+}
+
+func testScheme() *runtime.Scheme {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = kqv1.AddToScheme(scheme)
+	return scheme
+}
+
+// testOptions are the suite manager's options: intervals short enough that no test waits
+// out a production default.
+func testOptions() Options {
+	return Options{ProbeInterval: 5 * time.Second, ResyncInterval: time.Hour, KafkaTimeout: 10 * time.Second, FinalizerTimeout: 20 * time.Second, TopicCheckInterval: 2 * time.Second,
+		QueueConcurrency: 64, KafkaBatching: kafka.Batching{Enabled: true, Linger: 100 * time.Millisecond},
+		// As the manager binary runs by default: every queue records its claims.
+		ClaimsTopic: "kafkaqueues.claims", ManagerName: "test",
+		DepthInterval: testDepthInterval, DepthStatusInterval: testDepthStatusInterval}
+}
+
+func setupSuiteManager(mgr ctrl.Manager, _ *rig.Suite) error {
+	return SetupAll(mgr, kafka.NewPool(counter.Observe), testOptions())
 }
 
 // startRig starts (once) and returns the shared rig; it fails the test if the rig cannot start.
 func startRig(t *testing.T) *testRig {
 	t.Helper()
-	rig.SkipWithoutRig(t, "the local apiserver and Kafka rig")
-	rigOnce.Do(func() { rigVal, rigErr = newTestRig() })
+	s := suite.Start(t)
+	rigOnce.Do(func() {
+		admin, err := kafka.NewClient(kafka.Config{BootstrapServers: s.Kafka.BootstrapServers(), ClientID: "test-admin"})
+		rigVal, rigErr = &testRig{env: s.Env, kafka: s.Kafka, k8s: s.Client, counter: counter, admin: admin}, err
+	})
 	if rigErr != nil {
 		t.Fatalf("starting the test rig: %v", rigErr)
 	}
 	return rigVal
-}
-
-func newTestRig() (*testRig, error) {
-	ctx := context.Background()
-	logf := func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }
-	k, err := rig.StartKafka(ctx, rig.KafkaOptions{Log: logf})
-	if err != nil {
-		return nil, err
-	}
-	env, cfg, err := rig.StartAPIServer()
-	if err != nil {
-		k.Stop()
-		return nil, err
-	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = kqv1.AddToScheme(scheme)
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
-	if err != nil {
-		return nil, err
-	}
-	counter := &kafka.RequestCounter{}
-	pool := kafka.NewPool(counter.Observe)
-	if err := SetupAll(mgr, pool, Options{ProbeInterval: 5 * time.Second, ResyncInterval: time.Hour, KafkaTimeout: 10 * time.Second, FinalizerTimeout: 20 * time.Second, TopicCheckInterval: 2 * time.Second,
-		QueueConcurrency: 64, KafkaBatching: kafka.Batching{Enabled: true, Linger: 100 * time.Millisecond},
-		// As the manager binary runs by default: every queue records its claims.
-		ClaimsTopic: "kafkaqueues.claims", ManagerName: "test",
-		DepthInterval: testDepthInterval, DepthStatusInterval: testDepthStatusInterval}); err != nil {
-		return nil, err
-	}
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(mctx); err != nil {
-			logf("manager: %v", err)
-		}
-	}()
-	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	admin, err := kafka.NewClient(kafka.Config{BootstrapServers: k.BootstrapServers(), ClientID: "test-admin"})
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	return &testRig{env: env, kafka: k, k8s: k8s, counter: counter, admin: admin, cancel: cancel, done: done}, nil
 }
 
 func zapLevel() zapcore.Level {
@@ -121,14 +95,6 @@ func zapLevel() zapcore.Level {
 		return zapcore.DebugLevel
 	}
 	return zapcore.ErrorLevel
-}
-
-func (r *testRig) stop() {
-	r.cancel()
-	<-r.done
-	r.admin.Close()
-	_ = r.env.Stop()
-	r.kafka.Stop()
 }
 
 // eventually polls cond until it returns "" or the timeout passes (rig.Eventually).

@@ -17,6 +17,7 @@ import (
 // config value they refuse is reported as in Active (TopicReady=False/KafkaRejected with the
 // broker's message, repeated in Ready's Planned/ObserveOnly message), and nothing is written.
 func TestPlanModeValidatesWithTheBrokers(t *testing.T) {
+	t.Parallel()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)

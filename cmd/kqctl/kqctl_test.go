@@ -4,15 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,7 +21,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/controllers"
@@ -32,79 +32,52 @@ var (
 	kubeconfig string
 	k8s        client.Client
 	bootstrap  []string
+
+	// suite is the real apiserver and broker with the controllers running in-process (test/rig's
+	// Suite); kqctl itself talks to them as a user would, through a kubeconfig.
+	suite = rig.NewSuite(rig.SuiteInput{Scheme: testScheme(), SetupManager: func(mgr ctrl.Manager, _ *rig.Suite) error {
+		return controllers.SetupAll(mgr, kafka.NewPool(), controllers.Options{ProbeInterval: 5 * time.Second, ResyncInterval: time.Hour,
+			DepthInterval: 2 * time.Second, DepthStatusInterval: 2 * time.Second})
+	}, AfterStart: createLocalCluster})
 )
 
-// TestMain starts the rig (real apiserver, real broker) and the controllers in-process;
-// kqctl itself talks to them as a user would, through a kubeconfig.
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		os.Exit(m.Run())
-	}
-	os.Exit(runWithRig(m))
+	ctrllog.SetLogger(logr.Discard()) // as main does
+	os.Exit(suite.Run(m))
 }
 
-func runWithRig(m *testing.M) int {
-	ctrllog.SetLogger(logr.Discard()) // as main does
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	k, err := rig.StartKafka(ctx, rig.KafkaOptions{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer k.Stop()
-	env, cfg, err := rig.StartAPIServer()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() { _ = env.Stop() }()
-	dir, _ := os.MkdirTemp("", "kqctl-test-")
-	defer os.RemoveAll(dir)
-	kubeconfig = filepath.Join(dir, "kubeconfig")
-	if err := rig.WriteKubeconfig(cfg, kubeconfig); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
+func testScheme() *runtime.Scheme {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = kqv1.AddToScheme(scheme)
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	pool := kafka.NewPool()
-	defer pool.Close()
-	if err := controllers.SetupAll(mgr, pool, controllers.Options{ProbeInterval: 5 * time.Second, ResyncInterval: time.Hour,
-		DepthInterval: 2 * time.Second, DepthStatusInterval: 2 * time.Second}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	go func() { _ = mgr.Start(ctx) }()
-	bootstrap = k.BootstrapServers()
-	k8s, _ = client.New(cfg, client.Options{Scheme: scheme})
-	kc := &kqv1.KafkaCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "local"}, Spec: kqv1.KafkaClusterSpec{BootstrapServers: k.BootstrapServers()}}
-	if err := k8s.Create(ctx, kc); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for !meta.IsStatusConditionTrue(kc.Status.Conditions, kqv1.ConditionReady) {
-		if time.Now().After(deadline) {
-			fmt.Fprintln(os.Stderr, "KafkaCluster never Ready")
-			return 1
-		}
-		time.Sleep(200 * time.Millisecond)
-		_ = k8s.Get(ctx, client.ObjectKeyFromObject(kc), kc)
-	}
-	return m.Run()
+	return scheme
 }
 
-func skipShort(t *testing.T) {
-	rig.SkipWithoutRig(t, "the local apiserver and Kafka rig")
+// createLocalCluster creates the KafkaCluster default/local the tests' queues reference and
+// waits until it is Ready.
+func createLocalCluster(ctx context.Context, s *rig.Suite) error {
+	kc := &kqv1.KafkaCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "local"}, Spec: kqv1.KafkaClusterSpec{BootstrapServers: s.Kafka.BootstrapServers()}}
+	if err := s.Client.Create(ctx, kc); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(60 * time.Second); !meta.IsStatusConditionTrue(kc.Status.Conditions, kqv1.ConditionReady); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("KafkaCluster never Ready: %+v", kc.Status.Conditions)
+		}
+		_ = s.Client.Get(ctx, client.ObjectKeyFromObject(kc), kc)
+	}
+	return nil
 }
+
+// skipShort starts the rig for a test that needs it (skipping under -short) and sets
+// kubeconfig, k8s and bootstrap.
+func skipShort(t *testing.T) {
+	t.Helper()
+	s := suite.Start(t)
+	globalsOnce.Do(func() { kubeconfig, k8s, bootstrap = s.Kubeconfig, s.Client, s.Kafka.BootstrapServers() })
+}
+
+var globalsOnce sync.Once
 
 func writeFile(t *testing.T, content string) string {
 	t.Helper()
@@ -135,16 +108,18 @@ spec:
 
 func TestPlanShowsChangesWithoutApplying(t *testing.T) {
 	skipShort(t)
+	// Names of its own: TestStatusAndPlanOfAppliedQueue creates kq-orders, in any order.
+	manifest := strings.ReplaceAll(fmt.Sprintf(ordersManifest, 3), "kq-orders", "kq-plan-only")
 	var out bytes.Buffer
-	if err := runPlan([]string{"--kubeconfig", kubeconfig, "-f", writeFile(t, fmt.Sprintf(ordersManifest, 3))}, &out); err != nil {
+	if err := runPlan([]string{"--kubeconfig", kubeconfig, "-f", writeFile(t, manifest)}, &out); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()
 	for _, want := range []string{
-		"ShareQueue default/kq-orders",
-		"~ create topic kq-orders: partitions=3 replicationFactor=broker default retention.ms=86400000",
-		"~ group kq-orders: set share.record.lock.duration.ms=45000",
-		"~ group kq-orders: set share.delivery.count.limit=4",
+		"ShareQueue default/kq-plan-only",
+		"~ create topic kq-plan-only: partitions=3 replicationFactor=broker default retention.ms=86400000",
+		"~ group kq-plan-only: set share.record.lock.duration.ms=45000",
+		"~ group kq-plan-only: set share.delivery.count.limit=4",
 		"capacity: 6000 in-flight records",
 		"ShareQueue default/kq-too-long",
 		"ConfigValid: False/OutOfBrokerBounds: delivery.lockDuration 2h0m0s (share.record.lock.duration.ms=7200000) is above the brokers' maximum group.share.max.record.lock.duration.ms=60000",
@@ -153,9 +128,11 @@ func TestPlanShowsChangesWithoutApplying(t *testing.T) {
 			t.Errorf("plan output lacks %q:\n%s", want, s)
 		}
 	}
-	var list kqv1.ShareQueueList
-	if err := k8s.List(context.Background(), &list); err != nil || len(list.Items) != 0 {
-		t.Errorf("plan created objects: %v %d", err, len(list.Items))
+	for _, name := range []string{"kq-plan-only", "kq-too-long"} {
+		var sq kqv1.ShareQueue
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: name}, &sq); !apierrors.IsNotFound(err) {
+			t.Errorf("plan created ShareQueue %s (get: %v)", name, err)
+		}
 	}
 }
 

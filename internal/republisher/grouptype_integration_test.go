@@ -21,6 +21,7 @@ import (
 // Receive name the group and its type, no heartbeat is sent, and once that group is gone the
 // members join and records flow.
 func TestRepublisherWaitsOutAGroupOfAnotherType(t *testing.T) {
+	t.Parallel()
 	s := newSetup(t, "rp-classic")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

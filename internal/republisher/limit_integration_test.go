@@ -104,6 +104,7 @@ func releaseUntilDeadLettered(t *testing.T, base string, dl *deadLetters, topic,
 // its 3rd by the next one; once the limit is raised to 6, a record is handed out 5 times and
 // dead-lettered on the 5th release, not on the old limit's.
 func TestRepublisherFollowsTheGroupsDeliveryLimit(t *testing.T) {
+	t.Parallel()
 	s := newSetup(t, "limit")
 	ctx := context.Background()
 	dctx, cancel := context.WithCancel(ctx)

@@ -304,6 +304,7 @@ func checkNothingLost(t *testing.T, s *setup, a *app, dead map[string][]*kgo.Rec
 }
 
 func TestRepublisherAppLoopLosesNothing(t *testing.T) {
+	t.Parallel()
 	s := newSetup(t, "work")
 	rp, ctx := s.start(t, republisher.Options{MaxDeliveryAttempts: maxAttempts, Lease: 2 * time.Second, Members: 2, MaxRecords: 20})
 	srv := httptest.NewServer(rp.Handler())
@@ -334,6 +335,7 @@ func TestRepublisherAppLoopLosesNothing(t *testing.T) {
 // The republisher binary is killed with SIGKILL mid-run and started again: nothing is lost,
 // and duplicates in the dead-letter topic name the same source record.
 func TestRepublisherKilledMidRunLosesNothing(t *testing.T) {
+	t.Parallel()
 	s := newSetup(t, "killed")
 	bin := filepath.Join(t.TempDir(), "republisher")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/republisher")
@@ -414,6 +416,7 @@ func TestRepublisherKilledMidRunLosesNothing(t *testing.T) {
 // with it: the sidecar renews the lock, no other member gets the record, and the late accept
 // is final.
 func TestRepublisherRenewsTheBrokersLock(t *testing.T) {
+	t.Parallel()
 	s := newSetup(t, "slow")
 	ctx := context.Background()
 	alt, err := s.admin.IncrementalAlterConfigs(ctx, []kafka.Alteration{{Resource: kafka.ResourceKey{Type: kafka.GroupResource, Name: s.group},
@@ -460,6 +463,7 @@ func TestRepublisherRenewsTheBrokersLock(t *testing.T) {
 // nothing: the rejected record stays held with its lock renewed, the write is retried, and once
 // the topic exists the record lands there and is accepted.
 func TestRepublisherKeepsRecordsWhileTheDeadLetterTopicIsUnwritable(t *testing.T) {
+	t.Parallel()
 	s := newSetup(t, "nodlq")
 	ctx := context.Background()
 	missing := "nodlq.missing-dlq"
@@ -529,6 +533,7 @@ func receiveOne(t *testing.T, rp *republisher.Republisher) republisher.Delivery 
 // Stopping while a dead-letter write is still failing makes one last write instead of
 // releasing the record (a release on the reserved attempt would let the brokers archive it).
 func TestRepublisherShutdownWritesPendingDeadLetters(t *testing.T) {
+	t.Parallel()
 	s := newSetup(t, "stopping")
 	ctx := context.Background()
 	missing := "stopping.later-dlq"
@@ -568,6 +573,7 @@ func TestRepublisherShutdownWritesPendingDeadLetters(t *testing.T) {
 // handler does) go to the next receive unchanged: same delivery id and count, no attempt
 // spent, and a record on its last attempt is not dead-lettered for a lease nobody held.
 func TestRepublisherReturnedRecordsKeepTheirAttempt(t *testing.T) {
+	t.Parallel()
 	s := newSetup(t, "gone")
 	ctx := context.Background()
 	// One attempt: every first delivery is the last one, so a lapse would dead-letter it.
@@ -619,6 +625,7 @@ func TestRepublisherReturnedRecordsKeepTheirAttempt(t *testing.T) {
 // applies to it), the member that held the old copy is free again, and the queue keeps
 // moving: every record is accepted and nothing stays held.
 func TestRepublisherSurvivesABrokerRestartWithRecordsHeld(t *testing.T) {
+	t.Parallel()
 	s := newSetupPartitions(t, "bounce", 1)
 	ctx := context.Background()
 	rp, _ := s.start(t, republisher.Options{MaxDeliveryAttempts: maxAttempts, Lease: time.Minute, Members: 2, MaxRecords: 5})
@@ -707,6 +714,7 @@ func TestRepublisherSurvivesABrokerRestartWithRecordsHeld(t *testing.T) {
 // Drain (the first step of a SIGTERM) ends long-polls at once and refuses new receives, while
 // acks of held records still work.
 func TestRepublisherDrainEndsLongPolls(t *testing.T) {
+	t.Parallel()
 	s := newSetup(t, "drain")
 	ctx := context.Background()
 	rp, _ := s.start(t, republisher.Options{MaxDeliveryAttempts: maxAttempts, Members: 1, MaxRecords: 5})

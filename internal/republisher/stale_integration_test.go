@@ -88,6 +88,7 @@ func receiveHTTP(t *testing.T, base string, within time.Duration) []republisher.
 // first holder's accept of its stale delivery is 410, not 200; the current delivery's accept
 // is taken, and the record is neither dead-lettered nor delivered a third time.
 func TestRepublisherRefusesStaleAcknowledgements(t *testing.T) {
+	t.Parallel()
 	s := newSetup(t, "stale")
 	dl := &deadLetters{}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -65,9 +65,10 @@ func (s *suite) mustGone(t *testing.T, topic string) {
 // is a finding. Before the fix both were reported false, and the soak, which deletes
 // queues, would have failed on a status that was right.
 func TestCheckIgnoresObjectsDeletedBeforeOrDuringTheCheck(t *testing.T) {
+	t.Parallel()
 	s := startSuite(t)
-	stopManager := s.startManager(t)
 	ns := s.namespace(t)
+	stopManager := s.startManager(t, ns)
 	ctx := ctxFor(t)
 	local := cluster(ns, "local", s.kafka.BootstrapServers())
 	doomed := queue(ns, "doomed", "local", kqv1.DeliverySpec{})
@@ -141,9 +142,10 @@ func TestCheckIgnoresObjectsDeletedBeforeOrDuringTheCheck(t *testing.T) {
 // on that cluster are not tried (each would wait JoinWait for nothing; with 10,000 queues at
 // 64 at a time that was hours): they are listed unverifiable, naming the first failure.
 func TestCheckJoinAgainstABrokerGoneIsUnverifiable(t *testing.T) {
+	t.Parallel()
 	s := startSuite(t)
-	stopManager := s.startManager(t)
 	ns := s.namespace(t)
+	stopManager := s.startManager(t, ns)
 	ctx := ctxFor(t)
 	k2, err := rig.StartKafka(context.Background(), rig.KafkaOptions{})
 	if err != nil {
@@ -187,9 +189,10 @@ func TestCheckJoinAgainstABrokerGoneIsUnverifiable(t *testing.T) {
 // claims, and so is a value shown as the brokers' default (source BrokerDefault) that is not
 // theirs. Before the fix each of them passed with no claim compared.
 func TestCheckCatchesVouchedFieldsLeftEmptyAndRenewOff(t *testing.T) {
+	t.Parallel()
 	s := startSuite(t)
-	stopManager := s.startManager(t)
 	ns := s.namespace(t)
+	stopManager := s.startManager(t, ns)
 	ctx := ctxFor(t)
 	local := cluster(ns, "local", s.kafka.BootstrapServers())
 	blank := queue(ns, "blank", "local", kqv1.DeliverySpec{LockDuration: &metav1.Duration{Duration: 50 * time.Second}})
@@ -260,9 +263,10 @@ func TestCheckCatchesVouchedFieldsLeftEmptyAndRenewOff(t *testing.T) {
 // Before the fix the second was reported false; a first fix (any new resourceVersion made
 // the finding unverifiable) let a running depth poller hide every lie.
 func TestCheckConfirmsFindingsAgainstTheStatusNow(t *testing.T) {
+	t.Parallel()
 	s := startSuite(t)
-	stopManager := s.startManager(t)
 	ns := s.namespace(t)
+	stopManager := s.startManager(t, ns)
 	ctx := ctxFor(t)
 	local := cluster(ns, "local", s.kafka.BootstrapServers())
 	liar := queue(ns, "liar", "local", kqv1.DeliverySpec{})
@@ -319,9 +323,10 @@ func TestCheckConfirmsFindingsAgainstTheStatusNow(t *testing.T) {
 // share-state topic's too, and a join finds the group's new coordinator. A claim found
 // false here would fail the soak on a right status.
 func TestCheckHoldsWithOneOfThreeBrokersStopped(t *testing.T) {
+	t.Parallel()
 	s := startSuite(t)
-	s.startManager(t)
 	ns := s.namespace(t)
+	s.startManager(t, ns)
 	ctx := ctxFor(t)
 	k3, err := rig.StartKafka(context.Background(), rig.KafkaOptions{Brokers: 3})
 	if err != nil {

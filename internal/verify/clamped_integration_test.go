@@ -21,9 +21,10 @@ import (
 // override (the soak's bound-change fault found the checker calling it false). A Clamped
 // value that is not the clamp of what Kafka holds is still a finding.
 func TestCheckClampedFollowsABoundNarrowedAtRuntime(t *testing.T) {
+	t.Parallel()
 	s := startSuite(t)
-	stop := s.startManager(t)
 	ns := s.namespace(t)
+	stop := s.startManager(t, ns)
 	ctx := ctxFor(t)
 	const bound = "group.share.max.record.lock.duration.ms"
 	k, err := rig.StartKafka(context.Background(), rig.KafkaOptions{BrokerProps: map[string]string{bound: "60000"}})

@@ -20,9 +20,10 @@ import (
 // deleted (held by another finalizer) claims nothing, whatever its conditions say (a
 // precedence slip let Ready=True through).
 func TestCheckHeldBackAndDeletingObjectsClaimNothing(t *testing.T) {
+	t.Parallel()
 	s := startSuite(t)
-	stop := s.startManager(t)
 	ns := s.namespace(t)
+	stop := s.startManager(t, ns)
 	ctx := ctxFor(t)
 	kc := cluster(ns, "held", s.kafka.BootstrapServers())
 	q := queue(ns, "paused", "held", kqv1.DeliverySpec{})

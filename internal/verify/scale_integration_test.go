@@ -21,6 +21,7 @@ import (
 // manager), true to the topics it created, so every claim must hold: one Metadata and one
 // share-group join per queue, nothing per queue besides.
 func TestCheckScale(t *testing.T) {
+	t.Parallel()
 	s := startSuite(t)
 	n := 300
 	if v := os.Getenv("KQO_VERIFY_SCALE_N"); v != "" {

@@ -9,18 +9,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/controllers"
@@ -28,96 +23,66 @@ import (
 	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
 )
 
-// suite is the real kube-apiserver + etcd and one real 4.4 broker, started once; each test
-// runs the manager in-process for as long as it needs it (startManager).
+// suite is the real kube-apiserver + etcd and one real 4.4 broker, started once (test/rig's
+// Suite); each test runs a manager of its own, limited to the test's namespace, for as long as
+// it needs it (startManager), so tests run in parallel without reconciling each other's objects.
 type suite struct {
-	cfg    *rest.Config
-	scheme *runtime.Scheme
-	k8s    client.Client
-	kafka  *rig.Kafka
-	admin  *kafka.Client
-	stop   func()
+	*rig.Suite
+	k8s   client.Client
+	kafka *rig.Kafka
+	admin *kafka.Client
 }
 
 var (
+	shared = rig.NewSuite(rig.SuiteInput{Scheme: testScheme()})
+
 	suiteOnce sync.Once
 	suiteVal  *suite
 	suiteErr  error
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	ctrllog.SetLogger(logr.Discard())
+	code := shared.Run(m)
 	if suiteVal != nil {
-		suiteVal.stop()
+		suiteVal.admin.Close()
 	}
 	os.Exit(code)
 }
 
+func testScheme() *runtime.Scheme {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = kqv1.AddToScheme(scheme)
+	return scheme
+}
+
 func startSuite(t *testing.T) *suite {
 	t.Helper()
-	rig.SkipWithoutRig(t, "the local apiserver and Kafka rig")
-	suiteOnce.Do(func() { suiteVal, suiteErr = newSuite() })
+	s := shared.Start(t)
+	suiteOnce.Do(func() {
+		admin, err := kafka.NewClient(kafka.Config{BootstrapServers: s.Kafka.BootstrapServers(), ClientID: "test-admin"})
+		suiteVal, suiteErr = &suite{Suite: s, k8s: s.Client, kafka: s.Kafka, admin: admin}, err
+	})
 	if suiteErr != nil {
 		t.Fatalf("starting the rig: %v", suiteErr)
 	}
 	return suiteVal
 }
 
-func newSuite() (*suite, error) {
-	ctrllog.SetLogger(logr.Discard())
-	logf := func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }
-	k, err := rig.StartKafka(context.Background(), rig.KafkaOptions{Log: logf})
-	if err != nil {
-		return nil, err
-	}
-	env, cfg, err := rig.StartAPIServer()
-	if err != nil {
-		k.Stop()
-		return nil, err
-	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = kqv1.AddToScheme(scheme)
-	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return nil, err
-	}
-	admin, err := kafka.NewClient(kafka.Config{BootstrapServers: k.BootstrapServers(), ClientID: "test-admin"})
-	if err != nil {
-		return nil, err
-	}
-	return &suite{cfg: cfg, scheme: scheme, k8s: k8s, kafka: k, admin: admin, stop: func() {
-		admin.Close()
-		_ = env.Stop()
-		k.Stop()
-	}}, nil
-}
-
-// startManager runs the controllers in-process until the returned function (also a
-// cleanup) stops them.
-func (s *suite) startManager(t *testing.T) (stop func()) {
+// startManager runs the controllers in-process, watching only namespace ns, until the
+// returned function (also a cleanup) stops them.
+func (s *suite) startManager(t *testing.T, ns string) (stop func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(s.cfg, ctrl.Options{Scheme: s.scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	pool := kafka.NewPool()
-	if err := controllers.SetupAll(mgr, pool, controllers.Options{ProbeInterval: 5 * time.Second, ResyncInterval: time.Hour,
-		KafkaTimeout: 10 * time.Second, FinalizerTimeout: 20 * time.Second, TopicCheckInterval: 2 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = mgr.Start(ctx)
-	}()
+	stopMgr := s.StartManager(t, rig.ManagerOptions{Namespaces: []string{ns}}, func(mgr ctrl.Manager) error {
+		return controllers.SetupAll(mgr, pool, controllers.Options{ProbeInterval: 5 * time.Second, ResyncInterval: time.Hour,
+			KafkaTimeout: 10 * time.Second, FinalizerTimeout: 20 * time.Second, TopicCheckInterval: 2 * time.Second})
+	})
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
-			cancel()
-			<-done
+			stopMgr()
 			pool.Close()
 		})
 	}
@@ -133,11 +98,7 @@ func ctxFor(t *testing.T) context.Context {
 
 func (s *suite) namespace(t *testing.T) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "verify-"}}
-	if err := s.k8s.Create(ctxFor(t), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
+	return s.Namespace(t, "verify-")
 }
 
 func (s *suite) create(t *testing.T, objs ...client.Object) {

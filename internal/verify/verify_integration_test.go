@@ -23,9 +23,10 @@ import (
 // every kind are compared. With Receive, the records a check fetched are released: they are
 // still there for the application, one delivery attempt later.
 func TestCheckReconciledWorldHoldsEveryClaim(t *testing.T) {
+	t.Parallel()
 	s := startSuite(t)
-	s.startManager(t)
 	ns := s.namespace(t)
+	s.startManager(t, ns)
 	old, err := rig.StartKafka(context.Background(), rig.KafkaOptions{ReleaseVersion: "4.1"})
 	if err != nil {
 		t.Fatal(err)
@@ -138,9 +139,10 @@ func find(rep Report, kind, name, field string) []Finding {
 // manager is stopped (so statuses keep their claims), Kafka is changed behind its back or a
 // status is written by hand, and one Check finds every false claim.
 func TestCheckCatchesEachFalseClaim(t *testing.T) {
+	t.Parallel()
 	s := startSuite(t)
-	stopManager := s.startManager(t)
 	ns := s.namespace(t)
+	stopManager := s.startManager(t, ns)
 	ctx := ctxFor(t)
 
 	local := cluster(ns, "local", s.kafka.BootstrapServers())

@@ -117,6 +117,7 @@ func roundTrip(t *testing.T, k *rig.Kafka, api *republisher.Client, logs *bytes.
 // without a Secret the Pod is admitted with a warning naming the variables the sidecar needs.
 // No stored Pod holds a Secret value.
 func TestSidecarCredentialsAsUsersHaveThem(t *testing.T) {
+	t.Parallel()
 	rig.SkipWithoutRig(t, "a kube-apiserver and a Kafka broker")
 	ca, err := rig.NewTestCA()
 	if err != nil {

@@ -274,6 +274,7 @@ func freePort(t *testing.T) int {
 // accepts one, rejects one, and finds the rejected one in the dead-letter topic. The stored
 // Pod holds no Secret value.
 func TestSidecarConnectsWithSASLAndTLS(t *testing.T) {
+	t.Parallel()
 	rig.SkipWithoutRig(t, "a kube-apiserver and a Kafka broker")
 	ca, err := rig.NewTestCA()
 	if err != nil {
@@ -484,6 +485,7 @@ func TestSidecarConnectsWithSASLAndTLS(t *testing.T) {
 // probe, whether the Pod sets seccompProfile and runAsNonRoot for all containers or each app
 // container sets them itself.
 func TestSidecarPassesPodSecurityRestricted(t *testing.T) {
+	t.Parallel()
 	rig.SkipWithoutRig(t, "a kube-apiserver")
 	r := startWebhookRig(t, &webhook.PodInjector{Image: "example.com/kqo:test"})
 	ctx := context.Background()

@@ -38,6 +38,7 @@ func labelledPod(ns, name string) *corev1.Pod {
 // sidecar, it held the application back. The sidecar now runs as 65532 (user and group)
 // whatever the Pod says, and the app keeps the Pod's settings.
 func TestSidecarIgnoresPodLevelRunAsRoot(t *testing.T) {
+	t.Parallel()
 	rig.SkipWithoutRig(t, "a kube-apiserver")
 	r := startWebhookRig(t, &webhook.PodInjector{Image: "example.com/kqo:test"})
 	plainQueue(t, r, "shop")
@@ -64,6 +65,7 @@ func TestSidecarIgnoresPodLevelRunAsRoot(t *testing.T) {
 // spec.republisher.resources. The sidecar now has default requests and limits, and
 // GOMEMLIMIT from its own limits.memory through the downward API.
 func TestSidecarHasResourcesForAQuota(t *testing.T) {
+	t.Parallel()
 	rig.SkipWithoutRig(t, "a kube-apiserver")
 	r := startWebhookRig(t, &webhook.PodInjector{Image: "example.com/kqo:test"})
 	ctx := context.Background()
@@ -126,6 +128,7 @@ func TestSidecarHasResourcesForAQuota(t *testing.T) {
 // securityContext, so the apiserver refused the Pod. It is now admitted untouched, with a
 // warning that the republisher runs on Linux nodes only.
 func TestWindowsPodAdmittedWithoutSidecar(t *testing.T) {
+	t.Parallel()
 	rig.SkipWithoutRig(t, "a kube-apiserver")
 	r := startWebhookRig(t, &webhook.PodInjector{Image: "example.com/kqo:test"})
 	plainQueue(t, r, "shop")
@@ -152,6 +155,7 @@ func TestWindowsPodAdmittedWithoutSidecar(t *testing.T) {
 // sidecar's metrics port, though the sidecar listens on TCP only. Only TCP ports (an empty
 // protocol is TCP) clash now.
 func TestOnlyTCPPortsClashWithTheSidecar(t *testing.T) {
+	t.Parallel()
 	rig.SkipWithoutRig(t, "a kube-apiserver")
 	r := startWebhookRig(t, &webhook.PodInjector{Image: "example.com/kqo:test"})
 	plainQueue(t, r, "shop")

@@ -87,6 +87,7 @@ func startManager(t *testing.T, cfg *rest.Config, opts webhook.Options) client.C
 // Pod with only the annotation that reaches the webhook is handled as before. Every Pod that
 // gets the sidecar is labelled kafkaqueues.io/republisher=injected.
 func TestInjectsTheRepublisherIntoLabelledPods(t *testing.T) {
+	t.Parallel()
 	rig.SkipWithoutRig(t, "a kube-apiserver")
 	env, cfg, err := rig.StartAPIServerWithWebhooks(true)
 	if err != nil {
@@ -393,6 +394,7 @@ func TestInjectsTheRepublisherIntoLabelledPods(t *testing.T) {
 // CertDir (in a cluster, the Secret is mounted there) the server answers TLS for the Service's
 // DNS name.
 func TestSelfManagedCertificates(t *testing.T) {
+	t.Parallel()
 	rig.SkipWithoutRig(t, "a kube-apiserver")
 	env, cfg, err := rig.StartAPIServer()
 	if err != nil {

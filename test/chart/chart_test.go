@@ -163,6 +163,7 @@ func startKafkaAndShell(t *testing.T, ctx context.Context, cfg *rest.Config) (*r
 }
 
 func TestChartsLint(t *testing.T) {
+	t.Parallel()
 	if _, err := helm("lint", chartDir, "--strict", "--set", "kafka.bootstrapServers={kafka:9092}"); err != nil {
 		t.Fatal(err)
 	}
@@ -174,6 +175,7 @@ func TestChartsLint(t *testing.T) {
 // TestReadmeInstallIsTheDocsInstall: README's install block is the one docs/install.md has,
 // so running one verifies both.
 func TestReadmeInstallIsTheDocsInstall(t *testing.T) {
+	t.Parallel()
 	if a, b := block(t, "README.md", "install"), block(t, "docs/install.md", "install"); a != b {
 		t.Fatalf("README.md and docs/install.md install blocks differ:\n%s\n---\n%s", a, b)
 	}
@@ -194,6 +196,7 @@ func TestReadmeInstallIsTheDocsInstall(t *testing.T) {
 // KafkaCluster, the queue and its topic stay), and an install under another name and
 // namespace whose manager picks the queues up.
 func TestDocsInstallQueueUninstallReinstall(t *testing.T) {
+	t.Parallel()
 	cfg, admin := freshCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

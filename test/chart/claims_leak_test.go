@@ -18,6 +18,7 @@ import (
 // that namespace and counts the claim as live. The queue's own release must release it when
 // it comes back, or the other tenant's queue naming the same topic stays in Conflict forever.
 func TestClaimOfQueueDeletedWhileManagerDown(t *testing.T) {
+	t.Parallel()
 	cfg, admin := freshCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

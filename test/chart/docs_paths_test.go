@@ -27,6 +27,7 @@ import (
 // cluster, then both ways docs/install.md gives to add a KafkaCluster; and the manager's Pod
 // as the chart renders it passes the restricted Pod Security Standard.
 func TestDocsInstallWithoutKafkaCluster(t *testing.T) {
+	t.Parallel()
 	cfg, admin := freshCluster(t)
 	ctx := context.Background()
 	sh := newUserShell(t, cfg)
@@ -134,6 +135,7 @@ func protectedQueue(name string) *unstructured.Unstructured {
 // ShareQueue schema without spec.deletionProtection, which the apiserver then prunes) runs the
 // docs' upgrade verbatim, after which the field is served.
 func TestDocsUpgradeServesTheNewCRDSchema(t *testing.T) {
+	t.Parallel()
 	cfg, admin := freshCluster(t)
 	ctx := context.Background()
 	sh := newUserShell(t, cfg)
@@ -188,6 +190,7 @@ const chart01Crds = `{{- range $path, $_ := .Files.Glob "files/crds/*.yaml" }}
 // TestDocsMigrateFromChart01: a release of the 0.1.0 layout (CRDs inside the operator chart)
 // with a queue, migrated with the docs' commands: the CRDs change owner, nothing is deleted.
 func TestDocsMigrateFromChart01(t *testing.T) {
+	t.Parallel()
 	cfg, admin := freshCluster(t)
 	ctx := context.Background()
 	sh := newUserShell(t, cfg)
@@ -226,6 +229,7 @@ func TestDocsMigrateFromChart01(t *testing.T) {
 // TestDocsGitOpsRenderedManifests: the charts rendered with helm template and applied with
 // kubectl, CRDs first, as docs/install.md shows for GitOps tools.
 func TestDocsGitOpsRenderedManifests(t *testing.T) {
+	t.Parallel()
 	cfg, admin := freshCluster(t)
 	ctx := context.Background()
 	sh := newUserShell(t, cfg)

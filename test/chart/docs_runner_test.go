@@ -22,6 +22,7 @@ func newUserShell(t *testing.T, cfg *rest.Config) *userShell {
 }
 
 func TestCommandsSplitLikeAShell(t *testing.T) {
+	t.Parallel()
 	got := rig.ShellCommands("# a comment\nhelm install a b \\\n  --set x=1\n\nkubectl apply -f - <<'YAML'\nkind: X\n  YAML: no\nYAML\nkubectl get sq\n")
 	want := []string{"helm install a b \\\n  --set x=1", "kubectl apply -f - <<'YAML'\nkind: X\n  YAML: no\nYAML", "kubectl get sq"}
 	if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {

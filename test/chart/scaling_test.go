@@ -116,6 +116,7 @@ func writesOf(m *releaseManager) map[string]int {
 // deleted; a namespace moves from one release to the other, and a queue to a shard, with no
 // Kafka write by the manager that takes it over.
 func TestDocsScalingOut(t *testing.T) {
+	t.Parallel()
 	cfg, admin := freshCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

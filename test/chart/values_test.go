@@ -51,6 +51,7 @@ func find(t *testing.T, rendered, kind, name string, out any) {
 }
 
 func TestValuesSchemaRejectsBadValues(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		args []string
 		want string
@@ -169,6 +170,7 @@ func TestValuesSchemaRejectsBadValues(t *testing.T) {
 
 // TestChartConventions renders each convention value and checks the object it changes.
 func TestChartConventions(t *testing.T) {
+	t.Parallel()
 	digest := "sha256:" + strings.Repeat("ab", 32)
 	out, err := render(
 		"--set", "fullnameOverride=queues", "--set", "image.digest="+digest,
@@ -326,6 +328,7 @@ func TestChartConventions(t *testing.T) {
 
 // TestChartWorksAsASubchart: a parent chart with this chart as a dependency and globals set.
 func TestChartWorksAsASubchart(t *testing.T) {
+	t.Parallel()
 	parent := filepath.Join(t.TempDir(), "platform")
 	if err := os.MkdirAll(filepath.Join(parent, "charts"), 0o755); err != nil {
 		t.Fatal(err)
@@ -355,6 +358,7 @@ func TestChartWorksAsASubchart(t *testing.T) {
 // selector, Lease and Pod labels the main Deployment's selector does not match, and only the
 // main one serves the webhook.
 func TestChartScopes(t *testing.T) {
+	t.Parallel()
 	out, err := render("--set", "watchNamespaces={team-a,team-b}", "--set", "shards={s0,s1}")
 	if err != nil {
 		t.Fatal(err)

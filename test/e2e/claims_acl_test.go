@@ -25,6 +25,7 @@ import (
 // ownership checked among the watched queues only — and each says why in a Warning Event
 // ClaimsUnavailable naming the topic and the ACLs to grant. No claim is written.
 func TestClaimsTopicDeniedByACLs(t *testing.T) {
+	t.Parallel()
 	rig.SkipWithoutRig(t, "the local apiserver and Kafka rig")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -112,6 +112,7 @@ func newE2ERig(t *testing.T, ctx context.Context, kopts rig.KafkaOptions) *e2eRi
 }
 
 func TestManagerKilledMidReconcileConverges(t *testing.T) {
+	t.Parallel()
 	rig.SkipWithoutRig(t, "the local apiserver and Kafka rig")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -89,6 +89,7 @@ func startElectedManager(t *testing.T, bin, kubeconfig, dir, name string) *elect
 // or disappears during the run (nothing is created twice or deleted), and the Kafka write
 // requests of both managers together stay at the batched path's scale (no per-queue storm).
 func TestLeaderFailoverMidBatch(t *testing.T) {
+	t.Parallel()
 	rig.SkipWithoutRig(t, "the local apiserver and Kafka rig")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()

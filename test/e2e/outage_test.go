@@ -24,6 +24,7 @@ import (
 // the 3 m probe interval) the KafkaCluster is Connected=False and every queue Ready=False; the
 // broker starts again and all are Ready within 90 s, again with nothing poking them.
 func TestBrokerOutageShowsAtDefaultIntervals(t *testing.T) {
+	t.Parallel()
 	rig.SkipWithoutRig(t, "the local apiserver and Kafka rig")
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()

@@ -30,6 +30,7 @@ const redriveRecords = 1000
 // What a read_uncommitted reader sees (the aborted transaction of the killed manager) is
 // logged as a figure.
 func TestRedriveSurvivesManagerKill(t *testing.T) {
+	t.Parallel()
 	rig.SkipWithoutRig(t, "the local apiserver and Kafka rig")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

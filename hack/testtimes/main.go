@@ -1,0 +1,257 @@
+// Command testtimes reads `go test -json` output (gotestsum's --jsonfile) and prints where a
+// test run's time went: wall time per package and the slowest tests. With -before it prints
+// one table with a before and an after column per package.
+//
+//	go run ./hack/testtimes tmp/test-times/go-test.json tmp/test-times/node.json
+//	go run ./hack/testtimes -before docs/testing-before.json tmp/test-times/*.json
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+)
+
+// event is one line of `go test -json` (cmd/test2json).
+type event struct {
+	Action  string
+	Package string
+	Test    string
+	Elapsed float64
+}
+
+// run is what one or more JSON files say about a test run.
+type run struct {
+	pkgs  map[string]*pkg
+	tests map[string]*test // key: package + " " + test
+}
+
+type pkg struct {
+	name    string
+	elapsed time.Duration
+	result  string // pass, fail, skip; "" when the package never finished (killed, timed out)
+	tests   int    // top-level tests that ran (pass or fail)
+	subs    int    // subtests that ran
+}
+
+type test struct {
+	pkg, name string
+	elapsed   time.Duration
+	result    string
+}
+
+func main() {
+	top := flag.Int("top", 20, "how many of the slowest tests to print")
+	before := flag.String("before", "", "a `go test -json` file of an earlier run: print both runs per package")
+	subtests := flag.Bool("subtests", false, "rank subtests beside top-level tests")
+	flag.Usage = func() {
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: testtimes [-top N] [-before FILE] [-subtests] FILE...")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() == 0 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	after, err := readRuns(flag.Args())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testtimes:", err)
+		os.Exit(1)
+	}
+	var prev *run
+	if *before != "" {
+		if prev, err = readRuns(strings.Split(*before, ",")); err != nil {
+			fmt.Fprintln(os.Stderr, "testtimes:", err)
+			os.Exit(1)
+		}
+	}
+	printPackages(os.Stdout, prev, after)
+	fmt.Println()
+	printSlowest(os.Stdout, after, *top, *subtests)
+}
+
+func readRuns(files []string) (*run, error) {
+	r := &run{pkgs: map[string]*pkg{}, tests: map[string]*test{}}
+	for _, f := range files {
+		if err := r.read(f); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func (r *run) read(file string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(line) == 0 || line[0] != '{' {
+			continue // go test's own lines (build output) between events
+		}
+		var e event
+		if err := json.Unmarshal(line, &e); err != nil {
+			continue
+		}
+		r.add(e)
+	}
+	return sc.Err()
+}
+
+func (r *run) add(e event) {
+	if e.Package == "" {
+		return
+	}
+	p := r.pkgs[e.Package]
+	if p == nil {
+		p = &pkg{name: e.Package}
+		r.pkgs[e.Package] = p
+	}
+	switch e.Action {
+	case "pass", "fail", "skip":
+	default:
+		return
+	}
+	d := time.Duration(e.Elapsed * float64(time.Second))
+	if e.Test == "" {
+		p.elapsed, p.result = d, e.Action
+		return
+	}
+	if e.Action != "skip" {
+		if strings.Contains(e.Test, "/") {
+			p.subs++
+		} else {
+			p.tests++
+		}
+	}
+	r.tests[e.Package+" "+e.Test] = &test{pkg: e.Package, name: e.Test, elapsed: d, result: e.Action}
+}
+
+func (r *run) total() time.Duration {
+	var sum time.Duration
+	for _, p := range r.pkgs {
+		sum += p.elapsed
+	}
+	return sum
+}
+
+func printPackages(w io.Writer, before, after *run) {
+	names := map[string]bool{}
+	for n := range after.pkgs {
+		names[n] = true
+	}
+	if before != nil {
+		for n := range before.pkgs {
+			names[n] = true
+		}
+	}
+	sorted := make([]string, 0, len(names))
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	// Slowest first (by the later run), so the table reads as a budget.
+	sort.Slice(sorted, func(i, j int) bool {
+		a, b := after.pkgs[sorted[i]], after.pkgs[sorted[j]]
+		if (a == nil) != (b == nil) {
+			return b == nil
+		}
+		if a != nil && a.elapsed != b.elapsed {
+			return a.elapsed > b.elapsed
+		}
+		return sorted[i] < sorted[j]
+	})
+	if before != nil {
+		fmt.Fprintln(w, "| package | before | after | tests+subtests before | after |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
+	} else {
+		fmt.Fprintln(w, "| package | wall time | result | tests | subtests |")
+		fmt.Fprintln(w, "|---|---:|---|---:|---:|")
+	}
+	for _, n := range sorted {
+		a := after.pkgs[n]
+		short := strings.TrimPrefix(n, "github.com/kafkaqueues/kafka-queue-operator/")
+		if before != nil {
+			b := before.pkgs[n]
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", short, pkgTime(b), pkgTime(a), pkgCount(b), pkgCount(a))
+			continue
+		}
+		if a.result == "skip" && a.tests == 0 {
+			continue // no test files
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %d |\n", short, pkgTime(a), orUnfinished(a.result), a.tests, a.subs)
+	}
+	if before != nil {
+		fmt.Fprintf(w, "| **sum of packages** | %s | %s | %d | %d |\n", secs(before.total()), secs(after.total()), before.count(), after.count())
+	} else {
+		fmt.Fprintf(w, "| **sum of packages** | %s | | %d | |\n", secs(after.total()), after.count())
+	}
+}
+
+func (r *run) count() int {
+	n := 0
+	for _, p := range r.pkgs {
+		n += p.tests + p.subs
+	}
+	return n
+}
+
+func printSlowest(w io.Writer, r *run, top int, subtests bool) {
+	var ts []*test
+	for _, t := range r.tests {
+		if !subtests && strings.Contains(t.name, "/") {
+			continue
+		}
+		ts = append(ts, t)
+	}
+	sort.Slice(ts, func(i, j int) bool {
+		if ts[i].elapsed != ts[j].elapsed {
+			return ts[i].elapsed > ts[j].elapsed
+		}
+		return ts[i].pkg+ts[i].name < ts[j].pkg+ts[j].name
+	})
+	if len(ts) > top {
+		ts = ts[:top]
+	}
+	fmt.Fprintf(w, "%d slowest tests:\n\n", len(ts))
+	fmt.Fprintln(w, "| test | package | time | result |")
+	fmt.Fprintln(w, "|---|---|---:|---|")
+	for _, t := range ts {
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", t.name, strings.TrimPrefix(t.pkg, "github.com/kafkaqueues/kafka-queue-operator/"), secs(t.elapsed), t.result)
+	}
+}
+
+func pkgTime(p *pkg) string {
+	if p == nil {
+		return "–"
+	}
+	if p.result == "" {
+		return "unfinished"
+	}
+	return secs(p.elapsed)
+}
+
+func pkgCount(p *pkg) string {
+	if p == nil {
+		return "–"
+	}
+	return fmt.Sprint(p.tests + p.subs)
+}
+
+func orUnfinished(s string) string {
+	if s == "" {
+		return "unfinished"
+	}
+	return s
+}
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
