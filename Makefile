@@ -7,8 +7,9 @@ KAFKA_VERSION ?= 4.4.0
 # Packages run two at a time (each starts its own apiserver and brokers; docs/testing.md has
 # the measurements behind -p 2); tests run in a random order, the seed printed first.
 GO_TEST_P ?= 2
+GO_TEST_PARALLEL ?= 8
 SHUFFLE ?= $(shell date +%s)
-GO_TEST_FLAGS ?= -p $(GO_TEST_P) -count=1 -shuffle=$(SHUFFLE) -timeout 45m
+GO_TEST_FLAGS ?= -p $(GO_TEST_P) -parallel $(GO_TEST_PARALLEL) -count=1 -shuffle=$(SHUFFLE) -timeout 45m
 # Where make test writes `go test -json` (gotestsum --jsonfile) for hack/testtimes.
 TEST_TIMES ?= tmp/test-times
 GOTESTSUM := go tool -modfile=hack/tools/go.mod gotestsum

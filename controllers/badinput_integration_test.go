@@ -76,6 +76,7 @@ func loadBadInput(t *testing.T) []badCase {
 // the field, or accepted and given a condition naming the field and the reason. None may
 // panic the manager, make a Kafka write when refused at admission, or delete anything.
 func TestBadInputCorpus(t *testing.T) {
+	// Not parallel: it counts the suite manager's Kafka writes, which parallel tests would add to.
 	r := startRig(t)
 	cases := loadBadInput(t)
 	if len(cases) < 40 {

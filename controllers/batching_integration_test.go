@@ -18,6 +18,7 @@ import (
 // whose topic the brokers refuse, in a CreateTopics or an IncrementalAlterConfigs shared with
 // others, gets its own error while the others become Ready.
 func TestBatchedQueuesKeepTheirOwnErrors(t *testing.T) {
+	// Not parallel: it counts the suite manager's Kafka requests, which parallel tests would add to.
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)

@@ -225,6 +225,7 @@ func TestDepthSeriesGoAbsentWhenTheQueueCannotBeRead(t *testing.T) {
 // (one broker: one) per round, and one or two ListOffsets and at most one Fetch per leader,
 // not one of each per queue.
 func TestDepthPollBatchesRequestsAcrossQueues(t *testing.T) {
+	// Not parallel: it reads the process-wide kafkaqueues_kafka_broker_requests_total, which parallel tests would add to.
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)

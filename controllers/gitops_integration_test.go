@@ -155,6 +155,7 @@ func TestGitOpsHealth(t *testing.T) {
 // Server-side apply of the same manifest twice changes nothing and makes the operator do no
 // Kafka writes and no status writes.
 func TestServerSideApplyTwiceIsQuiet(t *testing.T) {
+	// Not parallel: it counts the suite manager's Kafka writes, which parallel tests would add to.
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)

@@ -55,6 +55,7 @@ func labelsMatch(m *dto.Metric, want map[string]string) bool {
 // The operator's metrics: Kafka admin calls by API and outcome (a broker refusal shows its
 // error code), latency, per-queue members and lag, per-cluster feature levels.
 func TestOperatorMetrics(t *testing.T) {
+	// Not parallel: it reads process-wide request counters by API and outcome that parallel tests would move.
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)

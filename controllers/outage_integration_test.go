@@ -20,6 +20,7 @@ import (
 // queue is Ready again within one capped backoff step and a reconcile round (45 s), not after
 // a per-queue backoff of up to 2 minutes.
 func TestBrokerOutageSharedBackoff(t *testing.T) {
+	// Not parallel: it reads process-wide counters (gated reconciles by kind, failed broker connects) that other tests' outages would move.
 	r := startRig(t)
 	k, _ := startKafka(t, rig.KafkaOptions{})
 	ns := r.newNamespace(t)

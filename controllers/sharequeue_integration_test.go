@@ -306,6 +306,7 @@ func TestShareQueueDeletionPolicies(t *testing.T) {
 }
 
 func TestNoOpReconcileWritesNothing(t *testing.T) {
+	// Not parallel: it counts the suite manager's Kafka requests, which parallel tests would add to.
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	r.newCluster(t, ns)

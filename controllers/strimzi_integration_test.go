@@ -52,6 +52,7 @@ func strimziObject(kind, ns, name string, labels map[string]string, spec map[str
 // set unmanaged, the queue adopts or creates the topic and becomes Ready. A KafkaTopic of
 // another Strimzi cluster does not hold a queue back.
 func TestStrimziKafkaTopicOwnsTheTopic(t *testing.T) {
+	// Not parallel: it installs Strimzi's CRDs into the shared apiserver, which changes what the suite's manager watches.
 	r := startRig(t)
 	r.installStrimziCRDs(t)
 	ns := r.newNamespace(t)

@@ -2,6 +2,7 @@ package republisher_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/republisher"
+	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
 )
 
 // setGroupLimit sets the group's share.delivery.count.limit (what the operator does when
@@ -28,13 +30,18 @@ func setGroupLimit(t *testing.T, s *setup, group string, limit int) {
 	if err != nil || alt[key] != nil {
 		t.Fatalf("group configs: %v %v", err, alt)
 	}
-	res, err := s.admin.DescribeConfigs(ctx, []kafka.ResourceKey{key})
-	if err != nil || res[key].Err != nil {
-		t.Fatalf("describe group configs: %v %v", err, res[key].Err)
-	}
-	if e := res[key].Configs[republisher.DeliveryCountLimitConfig]; e.Value != strconv.Itoa(limit) || e.Source != kafka.ConfigSourceGroup {
-		t.Fatalf("group %s's %s reads %q (%s), want %d (%s)", group, republisher.DeliveryCountLimitConfig, e.Value, e.Source, limit, kafka.ConfigSourceGroup)
-	}
+	// Brokers serve DescribeConfigs from a metadata image that trails the controller's commit
+	// (a loaded machine showed the default a moment after the write): poll.
+	rig.Eventually(t, 10*time.Second, func() string {
+		res, err := s.admin.DescribeConfigs(ctx, []kafka.ResourceKey{key})
+		if err != nil || res[key].Err != nil {
+			return fmt.Sprintf("describe group configs: %v %v", err, res[key].Err)
+		}
+		if e := res[key].Configs[republisher.DeliveryCountLimitConfig]; e.Value != strconv.Itoa(limit) || e.Source != kafka.ConfigSourceGroup {
+			return fmt.Sprintf("group %s's %s reads %q (%s), want %d (%s)", group, republisher.DeliveryCountLimitConfig, e.Value, e.Source, limit, kafka.ConfigSourceGroup)
+		}
+		return ""
+	})
 }
 
 // waitLimit waits until the republisher follows limit.

@@ -33,6 +33,13 @@ func StartAPIServerWithWebhooks(webhooks bool) (*envtest.Environment, *rest.Conf
 	if webhooks {
 		env.WebhookInstallOptions = envtest.WebhookInstallOptions{Paths: []string{filepath.Join(RepoRoot(), "config", "webhook")}}
 	}
+	return startEnv(env, dir)
+}
+
+// startEnv starts env in one of the machine's start slots (acquireStartSlot).
+func startEnv(env *envtest.Environment, dir string) (*envtest.Environment, *rest.Config, error) {
+	release := acquireStartSlot("kube-apiserver")
+	defer release()
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, nil, fmt.Errorf("starting kube-apiserver/etcd from %s: %w", dir, err)
@@ -47,12 +54,7 @@ func StartBareAPIServer() (*envtest.Environment, *rest.Config, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	env := &envtest.Environment{BinaryAssetsDirectory: dir}
-	cfg, err := env.Start()
-	if err != nil {
-		return nil, nil, fmt.Errorf("starting kube-apiserver/etcd from %s: %w", dir, err)
-	}
-	return env, cfg, nil
+	return startEnv(&envtest.Environment{BinaryAssetsDirectory: dir}, dir)
 }
 
 // Kubectl returns the path of the kubectl built beside kube-apiserver (same version).

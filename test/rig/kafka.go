@@ -143,7 +143,9 @@ func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
 				return nil, err
 			}
 		}
+		release := acquireStartSlot("kafka " + opts.Version)
 		k, err := startKafkaOnce(ctx, o, cp)
+		release()
 		var missing errBrokersMissing
 		// A node that exits because another process took one of its ports between freePorts
 		// and the bind (two test runs on one host) gets a fresh cluster on new ports too.
@@ -462,6 +464,8 @@ func (k *Kafka) StartNode(ctx context.Context, n *Node, props map[string]string)
 			return err
 		}
 	}
+	release := acquireStartSlot(fmt.Sprintf("kafka node %d", n.ID))
+	defer release()
 	if err := k.startNode(n); err != nil {
 		return err
 	}
