@@ -73,20 +73,17 @@ run-local: rig-bins ## Main job: apiserver + Kafka broker + manager + samples, t
 ##@ Test
 
 .PHONY: test
-test: rig-bins node-bins verify ## Run every test: unit, CEL on a real apiserver, integration against real brokers, then the end-to-end test on a real node (test-node; root); prints the 20 slowest tests (SHUFFLE=seed replays an order).
+test: rig-bins node-bins verify ## Run every test: unit, CEL on a real apiserver, integration against real brokers and the end-to-end test on a real node (test/node, -tags nodee2e; root), in a shuffled order; prints the 20 slowest tests (SHUFFLE=seed replays an order).
 	@mkdir -p $(TEST_TIMES); rm -f $(TEST_TIMES)/*.json
 	@echo "shuffle seed: $(SHUFFLE) (replay this order: make test SHUFFLE=$(SHUFFLE))"
 	@rc=0; \
-	$(GOTESTSUM) --format pkgname-and-test-fails --format-hide-empty-pkg --jsonfile $(TEST_TIMES)/go-test.json -- $(GO_TEST_FLAGS) ./... || rc=$$?; \
-	if [ $$rc -eq 0 ]; then $(MAKE) --no-print-directory test-node TEST_NODE_JSON=$(TEST_TIMES)/node.json || rc=$$?; fi; \
+	$(GOTESTSUM) --format pkgname-and-test-fails --format-hide-empty-pkg --jsonfile $(TEST_TIMES)/go-test.json -- -tags nodee2e $(GO_TEST_FLAGS) ./... || rc=$$?; \
 	go run ./hack/testtimes $(TEST_TIMES)/*.json; \
 	exit $$rc
 
-TEST_NODE_JSON ?=
-
 .PHONY: test-node
 test-node: node-bins ## End to end on a real node (root): the chart's image and Pods run under a kubelet, the app's sidecar dead-letters (test/node, docs/node-rig.md).
-	$(if $(TEST_NODE_JSON),$(GOTESTSUM) --format standard-verbose --jsonfile $(TEST_NODE_JSON) --,go test) -tags nodee2e -count=1 -timeout 30m -v ./test/node/
+	go test -tags nodee2e -count=1 -timeout 30m -v ./test/node/
 
 .PHONY: test-fast
 test-fast: ## The development loop (a few minutes warm): unit tests, pure plan and status tables, fuzz seeds (-short everywhere), and the CEL rules on a real apiserver.
