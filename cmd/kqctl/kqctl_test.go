@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/clientcmd"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,15 +57,20 @@ func testScheme() *runtime.Scheme {
 // createLocalCluster creates the KafkaCluster default/local the tests' queues reference and
 // waits until it is Ready.
 func createLocalCluster(ctx context.Context, s *rig.Suite) error {
-	kc := &kqv1.KafkaCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "local"}, Spec: kqv1.KafkaClusterSpec{BootstrapServers: s.Kafka.BootstrapServers()}}
-	if err := s.Client.Create(ctx, kc); err != nil {
+	return createCluster(ctx, s.Client, "default", s.Kafka.BootstrapServers())
+}
+
+// createCluster creates the KafkaCluster local in ns and waits until it is Ready.
+func createCluster(ctx context.Context, c client.Client, ns string, bootstrap []string) error {
+	kc := &kqv1.KafkaCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "local"}, Spec: kqv1.KafkaClusterSpec{BootstrapServers: bootstrap}}
+	if err := c.Create(ctx, kc); err != nil {
 		return err
 	}
 	for deadline := time.Now().Add(60 * time.Second); !meta.IsStatusConditionTrue(kc.Status.Conditions, kqv1.ConditionReady); time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("KafkaCluster never Ready: %+v", kc.Status.Conditions)
 		}
-		_ = s.Client.Get(ctx, client.ObjectKeyFromObject(kc), kc)
+		_ = c.Get(ctx, client.ObjectKeyFromObject(kc), kc)
 	}
 	return nil
 }
@@ -78,6 +84,28 @@ func skipShort(t *testing.T) {
 }
 
 var globalsOnce sync.Once
+
+// ownNamespace gives a test that runs docs' commands verbatim (which name no namespace) a
+// namespace of its own: it creates the namespace and a Ready KafkaCluster local in it, and
+// returns the namespace and a kubeconfig whose current context selects it.
+func ownNamespace(t *testing.T) (ns, kc string) {
+	t.Helper()
+	s := suite.Start(t)
+	ns = s.Namespace(t, "kqctl-")
+	if err := createCluster(context.Background(), s.Client, ns, s.Kafka.BootstrapServers()); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.LoadFromFile(s.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Contexts[cfg.CurrentContext].Namespace = ns
+	kc = filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, kc); err != nil {
+		t.Fatal(err)
+	}
+	return ns, kc
+}
 
 func writeFile(t *testing.T, content string) string {
 	t.Helper()

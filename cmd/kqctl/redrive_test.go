@@ -66,12 +66,16 @@ func produceDeadLetters(t *testing.T, topic, prefix string, n int, reason func(i
 // error (exit status 1).
 func TestRedriveDocsCommands(t *testing.T) {
 	skipShort(t)
+	// The page's commands name no namespace: they run in one of the test's own (its kubeconfig's
+	// context), and the topics carry its name, so other tests may use orders too.
+	ns, kubeconfig := ownNamespace(t)
 	ctx := context.Background()
-	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "orders"}, Spec: kqv1.ShareQueueSpec{
-		ClusterRef: kqv1.ClusterReference{Name: "local"}, Topic: kqv1.QueueTopicSpec{Partitions: 3}}}
-	dlr := &kqv1.DeadLetterRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "orders-dlq"}, Spec: kqv1.DeadLetterRouteSpec{
+	dlqTopic := "dlq.orders-" + ns
+	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"}, Spec: kqv1.ShareQueueSpec{
+		ClusterRef: kqv1.ClusterReference{Name: "local"}, Topic: kqv1.QueueTopicSpec{Name: "orders-" + ns, Partitions: 3}, GroupID: "orders-" + ns}}
+	dlr := &kqv1.DeadLetterRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders-dlq"}, Spec: kqv1.DeadLetterRouteSpec{
 		QueueRef: kqv1.QueueReference{Name: "orders"}, Mode: kqv1.DeadLetterModeRepublisher,
-		Topic: kqv1.DeadLetterTopicSpec{Name: "dlq.orders", Partitions: 3}}}
+		Topic: kqv1.DeadLetterTopicSpec{Name: dlqTopic, Partitions: 3}}}
 	for _, o := range []client.Object{sq, dlr} {
 		if err := k8s.Create(ctx, o); err != nil {
 			t.Fatal(err)
@@ -86,7 +90,7 @@ func TestRedriveDocsCommands(t *testing.T) {
 		}
 		return ""
 	})
-	produceDeadLetters(t, "dlq.orders", "first", 60, func(i int) string {
+	produceDeadLetters(t, dlqTopic, "first", 60, func(i int) string {
 		if i%2 == 0 {
 			return "rejected"
 		}
@@ -113,13 +117,13 @@ func TestRedriveDocsCommands(t *testing.T) {
 		}
 	}
 
-	produceDeadLetters(t, "dlq.orders", "second", 30, func(int) string { return "rejected" })
+	produceDeadLetters(t, dlqTopic, "second", 30, func(int) string { return "rejected" })
 	out = runBlock("redrive-yaml")
 	if !strings.Contains(out, "condition met") {
 		t.Errorf("redrive-yaml output:\n%s", out)
 	}
 	var dr kqv1.DeadLetterRedrive
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "orders-rejected"}, &dr); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orders-rejected"}, &dr); err != nil {
 		t.Fatal(err)
 	}
 	// It starts where the kqctl one stopped: only the 30 new records are in its bound; of
@@ -131,7 +135,7 @@ func TestRedriveDocsCommands(t *testing.T) {
 
 	var stdout, stderr bytes.Buffer
 	err := run([]string{"--kubeconfig", kubeconfig, "redrive", "no-such-route"}, &stdout, &stderr)
-	if exitCode(err) != 1 || !strings.Contains(fmt.Sprint(err), "DeadLetterRoute default/no-such-route not found (kubectl get dlr -n default lists the routes)") {
+	if exitCode(err) != 1 || !strings.Contains(fmt.Sprint(err), "DeadLetterRoute "+ns+"/no-such-route not found (kubectl get dlr -n "+ns+" lists the routes)") {
 		t.Errorf("redrive of a missing route: exit %d, %v", exitCode(err), err)
 	}
 	err = run([]string{"--kubeconfig", kubeconfig, "redrive", "orders-dlq", "--rate", "0"}, &stdout, &stderr)
@@ -141,7 +145,7 @@ func TestRedriveDocsCommands(t *testing.T) {
 	// A --reason the republisher never writes would filter every record: a usage error
 	// naming the values it does write, and no DeadLetterRedrive is created.
 	var before kqv1.DeadLetterRedriveList
-	if err := k8s.List(ctx, &before, client.InNamespace("default")); err != nil {
+	if err := k8s.List(ctx, &before, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	err = run([]string{"--kubeconfig", kubeconfig, "redrive", "orders-dlq", "--reason", "rejectd"}, &stdout, &stderr)
@@ -149,7 +153,7 @@ func TestRedriveDocsCommands(t *testing.T) {
 		t.Errorf("--reason rejectd: exit %d, %v", exitCode(err), err)
 	}
 	var after kqv1.DeadLetterRedriveList
-	if err := k8s.List(ctx, &after, client.InNamespace("default")); err != nil {
+	if err := k8s.List(ctx, &after, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	if len(after.Items) != len(before.Items) {
