@@ -80,6 +80,9 @@ type queuePlan struct {
 	TopicReady  condInput
 	GroupConfig condInput
 	ConfigValid condInput
+	// ShareState is the cluster-wide precondition a share consumer needs beyond the topic and
+	// the group configs: brokers that can create or serve __share_group_state (sharePrecondition).
+	ShareState condInput
 	// Drift lists live values that differ from the spec under driftPolicy Report.
 	Drift []string
 	// Rejected lists the group configs not written because they are out of bounds (Reject).
@@ -410,6 +413,7 @@ func planQueue(sq *kqv1.ShareQueue, obs queueObservation) queuePlan {
 	}
 	p.ConfigValid = configValid(invalid, unsupported, clamped)
 	p.GroupConfig = groupConfigured(obs, p.GroupID, len(invalid) > 0 || len(unsupported) > 0)
+	p.ShareState = sharePrecondition(obs.Cluster)
 
 	if p.Blocked {
 		p.CreateTopic, p.GrowPartitionsTo, p.TopicConfigs = nil, 0, nil
@@ -684,6 +688,19 @@ func groupConfigured(obs queueObservation, groupID string, someNotApplied bool) 
 		return condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("share group %s configured, except the fields ConfigValid names", groupID)}
 	}
 	return condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("share group %s configured", groupID)}
+}
+
+// sharePrecondition is whether the cluster can hold share-group state, read from the
+// KafkaCluster's own verdict: a queue whose brokers cannot create __share_group_state (its
+// replication factor exceeds the broker count) has members that join and receive nothing, so
+// it is not Ready, and it says which broker settings to change. It is True otherwise,
+// including before the first share-group use creates the topic.
+func sharePrecondition(cluster kqv1.KafkaClusterStatus) condInput {
+	if c := findCondition(cluster.Conditions, kqv1.ConditionShareStateReplicated); c != nil && c.Status == metav1.ConditionFalse && c.Reason == kqv1.ReasonShareStateUncreatable {
+		return condInput{metav1.ConditionFalse, kqv1.ReasonShareStateUncreatable,
+			"share consumers of this queue join but receive nothing: the KafkaCluster reports " + c.Message}
+	}
+	return condInput{metav1.ConditionTrue, kqv1.ReasonReady, "the brokers can hold share-group state"}
 }
 
 // effectiveOf is the value the brokers apply: the group override when there is one, else the

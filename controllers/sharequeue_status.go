@@ -119,7 +119,7 @@ func queueStatus(st *kqv1.ShareQueueStatus, gen int64, mode string, plan *queueP
 	setCondition(&st.Conditions, kqv1.ConditionTopicReady, topicCond, gen)
 	setCondition(&st.Conditions, kqv1.ConditionGroupConfigured, groupCond, gen)
 	setCondition(&st.Conditions, kqv1.ConditionConfigValid, validCond, gen)
-	rep.Ready = queueReady(topicCond, groupCond, validCond, mode, st)
+	rep.Ready = queueReady(topicCond, groupCond, validCond, plan.ShareState, mode, st)
 	rep.Stalled = stallingReasons[rep.Ready.Reason]
 	return rep
 }
@@ -181,9 +181,10 @@ func driftStatus(conds *[]metav1.Condition, gen int64, mode string, plan *queueP
 }
 
 // queueReady is Ready's precedence: the topic first, then share groups being off, then
-// ConfigValid, then GroupConfigured. In Plan and ObserveOnly, pending changes make Ready
+// brokers that cannot hold share-group state (sharePrecondition), then ConfigValid, then
+// GroupConfigured. In Plan and ObserveOnly, pending changes make Ready
 // False with reason Planned or ObserveOnly; its message adds the brokers' refusals of them.
-func queueReady(topic, group, valid condInput, mode string, st *kqv1.ShareQueueStatus) condInput {
+func queueReady(topic, group, valid, shareState condInput, mode string, st *kqv1.ShareQueueStatus) condInput {
 	if mode != kqv1.ReconcileActive && len(st.PlannedChanges) > 0 {
 		reason := kqv1.ReasonPlanned
 		if mode == kqv1.ReconcileObserveOnly {
@@ -203,6 +204,8 @@ func queueReady(topic, group, valid condInput, mode string, st *kqv1.ShareQueueS
 		return condInput{metav1.ConditionFalse, topic.Reason, topic.Message}
 	case group.Reason == kqv1.ReasonShareGroupsDisabled:
 		return condInput{metav1.ConditionFalse, group.Reason, group.Message}
+	case shareState.Status == metav1.ConditionFalse:
+		return condInput{metav1.ConditionFalse, shareState.Reason, shareState.Message}
 	case valid.Status != metav1.ConditionTrue:
 		return condInput{metav1.ConditionFalse, valid.Reason, valid.Message}
 	case group.Status != metav1.ConditionTrue:

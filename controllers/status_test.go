@@ -29,12 +29,15 @@ var (
 	shareOff   = condInput{metav1.ConditionFalse, kqv1.ReasonShareGroupsDisabled, "share.version 0"}
 	outOfBound = condInput{metav1.ConditionFalse, kqv1.ReasonOutOfBrokerBounds, "too long"}
 	groupUnkn  = condInput{metav1.ConditionUnknown, kqv1.ReasonKafkaUnavailable, "group configs could not be read"}
+	stateOK    = condInput{metav1.ConditionTrue, kqv1.ReasonReady, "the brokers can hold share-group state"}
+	stateNone  = condInput{metav1.ConditionFalse, kqv1.ReasonShareStateUncreatable, "set share.coordinator.state.topic.replication.factor=1"}
 )
 
 func TestQueueReadyPrecedence(t *testing.T) {
 	cases := []struct {
 		name               string
 		topic, group, cv   condInput
+		state              condInput
 		mode               string
 		planned            []string
 		wantStatus         metav1.ConditionStatus
@@ -42,24 +45,55 @@ func TestQueueReadyPrecedence(t *testing.T) {
 		wantStalled        bool
 		wantMessageContain string
 	}{
-		{"everything in place", condTrue, condTrue, condValid, kqv1.ReconcileActive, nil, metav1.ConditionTrue, kqv1.ReasonReady, false, "topic orders (3 partitions) and share group orders are configured"},
-		{"the topic comes first", topicTaken, shareOff, outOfBound, kqv1.ReconcileActive, nil, metav1.ConditionFalse, kqv1.ReasonTopicExists, true, "topic exists"},
-		{"share groups off before ConfigValid", condTrue, shareOff, outOfBound, kqv1.ReconcileActive, nil, metav1.ConditionFalse, kqv1.ReasonShareGroupsDisabled, false, "share.version 0"},
-		{"ConfigValid before GroupConfigured", condTrue, groupUnkn, outOfBound, kqv1.ReconcileActive, nil, metav1.ConditionFalse, kqv1.ReasonOutOfBrokerBounds, true, "too long"},
-		{"GroupConfigured last", condTrue, groupUnkn, condValid, kqv1.ReconcileActive, nil, metav1.ConditionFalse, kqv1.ReasonKafkaUnavailable, false, "could not be read"},
-		{"Plan with changes", topicTaken, condTrue, condValid, kqv1.ReconcilePlan, []string{"create topic"}, metav1.ConditionFalse, kqv1.ReasonPlanned, false, "reconcile=Plan: 1 change(s) computed"},
-		{"ObserveOnly with changes", condTrue, condTrue, condValid, kqv1.ReconcileObserveOnly, []string{"a", "b"}, metav1.ConditionFalse, kqv1.ReasonObserveOnly, false, "2 change(s)"},
-		{"Plan without changes is judged as Active", condTrue, condTrue, outOfBound, kqv1.ReconcilePlan, nil, metav1.ConditionFalse, kqv1.ReasonOutOfBrokerBounds, true, "too long"},
+		{"everything in place", condTrue, condTrue, condValid, stateOK, kqv1.ReconcileActive, nil, metav1.ConditionTrue, kqv1.ReasonReady, false, "topic orders (3 partitions) and share group orders are configured"},
+		{"the topic comes first", topicTaken, shareOff, outOfBound, stateOK, kqv1.ReconcileActive, nil, metav1.ConditionFalse, kqv1.ReasonTopicExists, true, "topic exists"},
+		{"share groups off before ConfigValid", condTrue, shareOff, outOfBound, stateOK, kqv1.ReconcileActive, nil, metav1.ConditionFalse, kqv1.ReasonShareGroupsDisabled, false, "share.version 0"},
+		{"ConfigValid before GroupConfigured", condTrue, groupUnkn, outOfBound, stateOK, kqv1.ReconcileActive, nil, metav1.ConditionFalse, kqv1.ReasonOutOfBrokerBounds, true, "too long"},
+		// Regression (issue 30, case 1): a queue on brokers that cannot create
+		// __share_group_state was Ready while its consumers received nothing.
+		{"share state that cannot exist before ConfigValid", condTrue, condTrue, outOfBound, stateNone, kqv1.ReconcileActive, nil, metav1.ConditionFalse, kqv1.ReasonShareStateUncreatable, false, "replication.factor=1"},
+		{"share groups off before share state", condTrue, shareOff, condValid, stateNone, kqv1.ReconcileActive, nil, metav1.ConditionFalse, kqv1.ReasonShareGroupsDisabled, false, "share.version 0"},
+		{"GroupConfigured last", condTrue, groupUnkn, condValid, stateOK, kqv1.ReconcileActive, nil, metav1.ConditionFalse, kqv1.ReasonKafkaUnavailable, false, "could not be read"},
+		{"Plan with changes", topicTaken, condTrue, condValid, stateOK, kqv1.ReconcilePlan, []string{"create topic"}, metav1.ConditionFalse, kqv1.ReasonPlanned, false, "reconcile=Plan: 1 change(s) computed"},
+		{"ObserveOnly with changes", condTrue, condTrue, condValid, stateOK, kqv1.ReconcileObserveOnly, []string{"a", "b"}, metav1.ConditionFalse, kqv1.ReasonObserveOnly, false, "2 change(s)"},
+		{"Plan without changes is judged as Active", condTrue, condTrue, outOfBound, stateOK, kqv1.ReconcilePlan, nil, metav1.ConditionFalse, kqv1.ReasonOutOfBrokerBounds, true, "too long"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			st := &kqv1.ShareQueueStatus{TopicName: "orders", GroupID: "orders", Partitions: 3, PlannedChanges: c.planned}
-			got := queueReady(c.topic, c.group, c.cv, c.mode, st)
+			got := queueReady(c.topic, c.group, c.cv, c.state, c.mode, st)
 			if got.Status != c.wantStatus || got.Reason != c.wantReason || !strings.Contains(got.Message, c.wantMessageContain) {
 				t.Errorf("Ready %+v, want %s/%s containing %q", got, c.wantStatus, c.wantReason, c.wantMessageContain)
 			}
 			if stallingReasons[got.Reason] != c.wantStalled {
 				t.Errorf("stalled %v, want %v", stallingReasons[got.Reason], c.wantStalled)
+			}
+		})
+	}
+}
+
+func TestSharePrecondition(t *testing.T) {
+	uncreatable := metav1.Condition{Type: kqv1.ConditionShareStateReplicated, Status: metav1.ConditionFalse, Reason: kqv1.ReasonShareStateUncreatable,
+		Message: "__share_group_state does not exist and cannot be created: set share.coordinator.state.topic.replication.factor=1"}
+	notYet := metav1.Condition{Type: kqv1.ConditionShareStateReplicated, Status: metav1.ConditionTrue, Reason: kqv1.ReasonShareStateNotCreated}
+	underReplicated := metav1.Condition{Type: kqv1.ConditionShareStateReplicated, Status: metav1.ConditionFalse, Reason: "UnderReplicated"}
+	cases := []struct {
+		name       string
+		conds      []metav1.Condition
+		wantStatus metav1.ConditionStatus
+		wantMsg    string
+	}{
+		{"no verdict yet", nil, metav1.ConditionTrue, ""},
+		{"created on first use", []metav1.Condition{notYet}, metav1.ConditionTrue, ""},
+		// Under-replicated state still serves share groups: the KafkaCluster reports it.
+		{"under-replicated", []metav1.Condition{underReplicated}, metav1.ConditionTrue, ""},
+		{"cannot be created", []metav1.Condition{uncreatable}, metav1.ConditionFalse, "receive nothing: the KafkaCluster reports __share_group_state does not exist and cannot be created: set share.coordinator.state.topic.replication.factor=1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := sharePrecondition(kqv1.KafkaClusterStatus{Conditions: c.conds})
+			if got.Status != c.wantStatus || !strings.Contains(got.Message, c.wantMsg) {
+				t.Errorf("sharePrecondition %+v, want %s containing %q", got, c.wantStatus, c.wantMsg)
 			}
 		})
 	}

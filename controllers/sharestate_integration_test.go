@@ -1,0 +1,73 @@
+package controllers
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
+)
+
+// Regression (issue 30, case 1): on one broker with Kafka's default
+// share.coordinator.state.topic.replication.factor=3 the KafkaCluster said
+// ReplicationFactorExceedsBrokers, yet its queues said Ready=True while a share consumer received
+// nothing. The queue is not Ready while the brokers cannot hold share-group state, names the
+// broker settings to change, and becomes Ready by itself once they are changed — and then a
+// share consumer receives what is produced.
+func TestQueueNotReadyWhileShareStateCannotExist(t *testing.T) {
+	t.Parallel()
+	r := startRig(t)
+	ns := r.newNamespace(t)
+	k, _ := startKafka(t, rig.KafkaOptions{BrokerProps: map[string]string{
+		"share.coordinator.state.topic.replication.factor": "3",
+		"share.coordinator.state.topic.min.isr":            "2",
+	}})
+	r.createCluster(t, ns, "local", k, nil, func(kc *kqv1.KafkaCluster) string {
+		return condIs(kc.Status.Conditions, kqv1.ConditionShareStateReplicated, metav1.ConditionFalse, kqv1.ReasonShareStateUncreatable)
+	})
+	topic := "state-" + ns
+	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "work"}, Spec: kqv1.ShareQueueSpec{
+		ClusterRef: kqv1.ClusterReference{Name: "local"}, Topic: kqv1.QueueTopicSpec{Name: topic}, GroupID: topic,
+		Delivery: kqv1.DeliverySpec{AutoOffsetReset: ptrTo("earliest")}}}
+	if err := r.k8s.Create(ctxFor(t), sq); err != nil {
+		t.Fatal(err)
+	}
+	got := &kqv1.ShareQueue{}
+	readyIs := func(status metav1.ConditionStatus, reason string) func() string {
+		return func() string {
+			if err := r.k8s.Get(ctxFor(t), client.ObjectKeyFromObject(sq), got); err != nil {
+				return err.Error()
+			}
+			return condIs(got.Status.Conditions, kqv1.ConditionReady, status, reason)
+		}
+	}
+	eventually(t, 60*time.Second, readyIs(metav1.ConditionFalse, kqv1.ReasonShareStateUncreatable))
+	ready := findCondition(got.Status.Conditions, kqv1.ConditionReady)
+	for _, want := range []string{"receive nothing", "share.coordinator.state.topic.replication.factor=1", "share.coordinator.state.topic.min.isr=1"} {
+		if !strings.Contains(ready.Message, want) {
+			t.Errorf("Ready message %q lacks %q", ready.Message, want)
+		}
+	}
+	// The topic and the group configs are still made: only Ready waits on the brokers.
+	if c := findCondition(got.Status.Conditions, kqv1.ConditionTopicReady); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("TopicReady %+v, want True", c)
+	}
+
+	// The brokers fixed as the message says: the queue becomes Ready with nothing touched.
+	if err := k.RestartNode(context.Background(), k.Nodes[0], map[string]string{
+		"share.coordinator.state.topic.replication.factor": "1",
+		"share.coordinator.state.topic.min.isr":            "1",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, readyIs(metav1.ConditionTrue, kqv1.ReasonReady))
+	n, err := rig.ProduceAndShareConsume(ctxFor(t), k.BootstrapServers(), topic, topic, 5, 60*time.Second)
+	if err != nil || n != 5 {
+		t.Errorf("a share consumer of the Ready queue received %d of 5 records (%v)", n, err)
+	}
+}
