@@ -124,7 +124,11 @@ func (r *run) add(e event) {
 	}
 	d := time.Duration(e.Elapsed * float64(time.Second))
 	if e.Test == "" {
-		p.elapsed, p.result = d, e.Action
+		// A package run twice (make test runs some tests alone, after the rest) counts both.
+		p.elapsed += d
+		if p.result != "fail" {
+			p.result = e.Action
+		}
 		return
 	}
 	if e.Action != "skip" {

@@ -89,9 +89,10 @@ func startElectedManager(t *testing.T, bin, kubeconfig, dir, name string) *elect
 // or disappears during the run (nothing is created twice or deleted), and the Kafka write
 // requests of both managers together stay at the batched path's scale (no per-queue storm).
 func TestLeaderFailoverMidBatch(t *testing.T) {
-	// Not parallel: 1,000 queues and two managers load the machine, and the managers' lease
-	// renewals (short, to bound the takeover) fail when other tests' apiservers and brokers
-	// start beside them — the new leader then exits, as it should.
+	// Not parallel, and make test runs it after everything else, alone (ALONE_TESTS): 1,000
+	// queues and two managers load the machine, and the managers' lease renewals (short, to
+	// bound the takeover) failed when other packages' apiservers and brokers started beside
+	// them — the new leader then exits, as it should.
 	rig.SkipWithoutRig(t, "the local apiserver and Kafka rig")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
