@@ -75,6 +75,9 @@ type OffsetResetSpec struct {
 	// toDatetime (RFC 3339, e.g. 2026-12-01T09:00:00Z) moves each partition's start offset
 	// to its first record whose timestamp is at or after it (ListOffsets by timestamp); a
 	// partition with none goes to its end offset. kafka-share-groups.sh --to-datetime.
+	// Delivery then follows log order from that offset: every later record is delivered again,
+	// including records whose timestamps are older than the time (a producer's clock or an
+	// explicit timestamp can put them there).
 	// +optional
 	ToDatetime *metav1.Time `json:"toDatetime,omitempty"`
 	// byDuration (Go duration, e.g. 1h30m) is toDatetime at (the time the reset is resolved)
