@@ -39,6 +39,39 @@ func (s *suite) createReady(t *testing.T, objs ...client.Object) {
 	for _, o := range objs {
 		s.waitTrue(t, o, kqv1.ConditionReady)
 	}
+	// Ready follows the controller's answer to CreateTopics; the broker's metadata image, which
+	// answers the check's Metadata requests, trails it — by seconds on a loaded machine (a
+	// shuffled parallel run saw Ready queues whose topics the broker did not list yet). The
+	// check is meant to see the world as the operator made it: wait until the broker lists them.
+	for _, o := range objs {
+		if sq, ok := o.(*kqv1.ShareQueue); ok {
+			var kc kqv1.KafkaCluster
+			if err := s.k8s.Get(ctxFor(t), client.ObjectKey{Namespace: sq.Namespace, Name: sq.Spec.ClusterRef.Name}, &kc); err != nil {
+				t.Fatal(err)
+			}
+			s.waitListed(t, kc.Spec.BootstrapServers, sq.Status.TopicName)
+		}
+	}
+}
+
+// waitListed waits until Metadata from the brokers at bootstrap lists topic.
+func (s *suite) waitListed(t *testing.T, bootstrap []string, topic string) {
+	t.Helper()
+	admin, err := kafka.NewClient(kafka.Config{BootstrapServers: bootstrap, ClientID: "test-admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	rig.Eventually(t, 30*time.Second, func() string {
+		ts, err := admin.DescribeTopics(ctxFor(t), topic)
+		if err != nil {
+			return err.Error()
+		}
+		if e := ts[topic].Err; e != nil {
+			return "topic " + topic + ": " + e.Error()
+		}
+		return ""
+	})
 }
 
 // mustGone deletes topic and waits until Metadata no longer lists it.
