@@ -332,7 +332,7 @@ func TestPlanReportsAConflict(t *testing.T) {
 	var out bytes.Buffer
 	manifest := "apiVersion: kafkaqueues.io/v1alpha1\nkind: ShareQueue\nmetadata: {name: kq-intruder}\nspec: {clusterRef: {name: local}, topic: {name: kq-shared}}\n"
 	if err := runPlan([]string{"--kubeconfig", kubeconfig, "-f", writeFile(t, manifest)}, &out); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\n%s", err, out.String())
 	}
 	if want := "CONFLICT: topic kq-shared on this Kafka cluster is already owned by ShareQueue default/kq-owner"; !strings.Contains(out.String(), want) {
 		t.Errorf("plan output lacks %q:\n%s", want, out.String())

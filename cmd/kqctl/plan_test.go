@@ -95,6 +95,7 @@ metadata: {name: payments, namespace: kq-bundle}
 spec:
   clusterRef: {name: kafka}
   topic: {name: kq-bundle-payments}
+  groupId: kq-bundle-payments
   delivery: {maxDeliveryAttempts: 4}
 ---
 apiVersion: kafkaqueues.io/v1alpha1
@@ -103,6 +104,7 @@ metadata: {name: orders, namespace: kq-bundle}
 spec:
   clusterRef: {name: kafka}
   topic: {name: kq-bundle-orders}
+  groupId: kq-bundle-orders
 ---
 apiVersion: kafkaqueues.io/v1alpha1
 kind: DeadLetterRoute
@@ -127,7 +129,7 @@ spec:
 	cluster := section(out, "KafkaCluster kq-bundle/kafka")
 	mustContain(t, cluster, "broker(s), share.version 2", "Connected: True/Connected")
 	payments := section(out, "ShareQueue kq-bundle/payments")
-	mustContain(t, payments, "~ create topic kq-bundle-payments", "~ group payments: set share.delivery.count.limit=5")
+	mustContain(t, payments, "~ create topic kq-bundle-payments", "~ group kq-bundle-payments: set share.delivery.count.limit=5")
 	route := section(out, "DeadLetterRoute kq-bundle/payments-dlq")
 	mustContain(t, route, "mode Republisher, dead-letter topic dlq.kq-bundle-payments", "~ create topic dlq.kq-bundle-payments with 1 partitions",
 		"RouteActive: True/Republisher", "share.delivery.count.limit is 5, maxDeliveryAttempts (4) + 1")
