@@ -74,6 +74,18 @@ func (s *suite) waitListed(t *testing.T, bootstrap []string, topic string) {
 	})
 }
 
+// refresh re-reads objs once the test has stopped its manager: the manager may have written
+// them after the test last read them (a loaded machine showed it), and the test's lies are to
+// be told on what is stored.
+func (s *suite) refresh(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := s.k8s.Get(ctxFor(t), client.ObjectKeyFromObject(o), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // mustGone deletes topic and waits until Metadata no longer lists it.
 func (s *suite) mustGone(t *testing.T, topic string) {
 	t.Helper()
@@ -109,6 +121,7 @@ func TestCheckIgnoresObjectsDeletedBeforeOrDuringTheCheck(t *testing.T) {
 	honest := queue(ns, "honest", "local", kqv1.DeliverySpec{})
 	s.createReady(t, local, doomed, vanishing, honest)
 	stopManager()
+	s.refresh(t, doomed, vanishing, honest)
 
 	// doomed: being deleted (a finalizer of the test's holds it), its topic already gone.
 	doomed.Finalizers = append(doomed.Finalizers, "test.kafkaqueues.io/hold")
@@ -191,6 +204,7 @@ func TestCheckJoinAgainstABrokerGoneIsUnverifiable(t *testing.T) {
 	qs := []*kqv1.ShareQueue{queue(ns, "a", "brief", kqv1.DeliverySpec{}), queue(ns, "b", "brief", kqv1.DeliverySpec{}), queue(ns, "c", "brief", kqv1.DeliverySpec{})}
 	s.createReady(t, kc, qs[0], qs[1], qs[2])
 	stopManager()
+	s.refresh(t, qs[0], qs[1], qs[2])
 
 	cl, err := kafka.NewClient(kafka.Config{BootstrapServers: k2.BootstrapServers(), ClientID: "verify-test", RequestTimeout: 3 * time.Second})
 	if err != nil {
@@ -244,13 +258,7 @@ func TestCheckCatchesVouchedFieldsLeftEmptyAndRenewOff(t *testing.T) {
 		t.Fatalf("before the lies: %v", rep.Findings)
 	}
 	stopManager()
-	// The manager may have written a status after createReady read these (a loaded machine
-	// showed it): the lies are told on what is stored now.
-	for _, q := range []*kqv1.ShareQueue{blank, defaulted} {
-		if err := s.k8s.Get(ctx, client.ObjectKeyFromObject(q), q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s.refresh(t, blank, jobs, dead, defaulted)
 
 	blank.Status.TopicName, blank.Status.GroupID = "", ""
 	if err := s.k8s.Status().Update(ctx, blank); err != nil {
@@ -315,6 +323,7 @@ func TestCheckConfirmsFindingsAgainstTheStatusNow(t *testing.T) {
 	fixed := queue(ns, "fixed", "local", kqv1.DeliverySpec{})
 	s.createReady(t, local, liar, fixed)
 	stopManager()
+	s.refresh(t, liar, fixed)
 	for _, q := range []*kqv1.ShareQueue{liar, fixed} {
 		q.Status.Partitions = 5
 		if err := s.k8s.Status().Update(ctx, q); err != nil {

@@ -218,6 +218,7 @@ func TestCheckCatchesEachFalseClaim(t *testing.T) {
 	// handwritten: statuses written by hand — a queue's partitions, a cluster's broker count,
 	// share.version and brokerNativeDLQ.
 	hw := qs["handwritten"]
+	s.refresh(t, hw) // the manager may have written it after the wait above read it
 	hw.Status.Partitions = 9
 	if err := s.k8s.Status().Update(ctx, hw); err != nil {
 		t.Fatal(err)
