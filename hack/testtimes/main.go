@@ -186,6 +186,9 @@ func printPackages(w io.Writer, before, after *run) {
 		short := strings.TrimPrefix(n, "github.com/kafkaqueues/kafka-queue-operator/")
 		if before != nil {
 			b := before.pkgs[n]
+			if (a == nil || a.tests == 0) && (b == nil || b.tests == 0) {
+				continue // no tests in either run
+			}
 			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", short, pkgTime(b), pkgTime(a), pkgCount(b), pkgCount(a))
 			continue
 		}
