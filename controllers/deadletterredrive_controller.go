@@ -80,6 +80,7 @@ func (r *DeadLetterRedriveReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	if err := r.Get(ctx, types.NamespacedName{Namespace: dr.Namespace, Name: dr.Spec.RouteRef.Name}, &route); err == nil {
 		obs.RouteFound = true
 		obs.SourceTopic = route.Status.TopicName
+		obs.RouteReady = findCondition(route.Status.Conditions, kqv1.ConditionReady)
 		queue := route.Status.QueueName
 		if queue == "" {
 			queue = route.Spec.QueueRef.Name

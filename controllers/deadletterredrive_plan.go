@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/republisher"
@@ -27,6 +29,9 @@ type redriveObservation struct {
 	// SourceTopic is the route's dead-letter topic (status.topicName, empty until the route
 	// resolved it); TargetTopic the queue's topic.
 	SourceTopic, TargetTopic string
+	// RouteReady is the route's Ready condition (nil without the route or before its first
+	// status): why a route has no dead-letter topic yet.
+	RouteReady *metav1.Condition
 	// Blocker names another active redrive of the same route that goes first; empty: none.
 	Blocker string
 	// Running: this manager runs the redrive now.
@@ -95,6 +100,12 @@ func planRedrive(dr *kqv1.DeadLetterRedrive, obs redriveObservation) redrivePlan
 	case !obs.RouteFound:
 		return redrivePlan{redriveWait, kqv1.ReasonRouteNotFound,
 			fmt.Sprintf("spec.routeRef.name: DeadLetterRoute %s/%s does not exist", dr.Namespace, dr.Spec.RouteRef.Name)}
+	case obs.SourceTopic == "" && obs.RouteReady != nil && obs.RouteReady.Status == metav1.ConditionFalse:
+		// Regression (issue 30, case 7): a route in Conflict was reported as merely not having
+		// resolved its topic yet. Say what holds the route and when this redrive can start.
+		return redrivePlan{redriveWait, kqv1.ReasonRedriveWaiting,
+			fmt.Sprintf("DeadLetterRoute %s has no dead-letter topic: it is Ready=False/%s: %s; this redrive starts by itself once the route is Ready, and never while that lasts",
+				dr.Spec.RouteRef.Name, obs.RouteReady.Reason, obs.RouteReady.Message)}
 	case obs.SourceTopic == "":
 		return redrivePlan{redriveWait, kqv1.ReasonRedriveWaiting,
 			fmt.Sprintf("DeadLetterRoute %s has not resolved its dead-letter topic yet (status.topicName is empty)", dr.Spec.RouteRef.Name)}

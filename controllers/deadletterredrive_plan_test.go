@@ -90,6 +90,11 @@ func TestPlanRedrive(t *testing.T) {
 		{"new, everything there: start", kqv1.DeadLetterRedriveSpec{}, kqv1.DeadLetterRedriveStatus{}, ready, redriveStart, "", ""},
 		{"route missing", kqv1.DeadLetterRedriveSpec{}, kqv1.DeadLetterRedriveStatus{}, redriveObservation{}, redriveWait, kqv1.ReasonRouteNotFound, "spec.routeRef.name"},
 		{"route without topic yet", kqv1.DeadLetterRedriveSpec{}, kqv1.DeadLetterRedriveStatus{}, redriveObservation{RouteFound: true}, redriveWait, kqv1.ReasonRedriveWaiting, "status.topicName"},
+		// Regression (issue 30, case 7): the route's own verdict is named, and whether the
+		// redrive can start.
+		{"route in conflict", kqv1.DeadLetterRedriveSpec{}, kqv1.DeadLetterRedriveStatus{}, redriveObservation{RouteFound: true,
+			RouteReady: &metav1.Condition{Type: kqv1.ConditionReady, Status: metav1.ConditionFalse, Reason: kqv1.ReasonConflict, Message: "topic dlq.q is owned by ShareQueue ns/other"}},
+			redriveWait, kqv1.ReasonRedriveWaiting, "DeadLetterRoute r has no dead-letter topic: it is Ready=False/Conflict: topic dlq.q is owned by ShareQueue ns/other; this redrive starts by itself once the route is Ready, and never while that lasts"},
 		{"queue missing", kqv1.DeadLetterRedriveSpec{}, kqv1.DeadLetterRedriveStatus{}, redriveObservation{RouteFound: true, SourceTopic: "dlq.q"}, redriveWait, kqv1.ReasonQueueNotFound, "ShareQueue"},
 		{"another redrive first", kqv1.DeadLetterRedriveSpec{}, kqv1.DeadLetterRedriveStatus{}, func() redriveObservation { o := ready; o.Blocker = "older"; return o }(), redriveWait, kqv1.ReasonRedriveWaiting, "DeadLetterRedrive older"},
 		{"bound recorded, nothing runs here: resume", kqv1.DeadLetterRedriveSpec{}, running, ready, redriveResume, "", ""},
