@@ -732,26 +732,35 @@ func (r *Republisher) Ack(ctx context.Context, id string, t kafka.AckType) error
 	last := r.appLast(h.rec.DeliveryCount)
 	switch t {
 	case kafka.AckAccept:
-		r.m.acks.WithLabelValues("accept").Inc()
 		err := r.acknowledge(ctx, h, kafka.AckAccept, "accept")
 		r.forget(h.rec)
 		if err != nil {
 			return r.refusal(id, err, "accept")
 		}
+		r.m.acks.WithLabelValues("accept").Inc()
 	case kafka.AckReject:
-		r.m.acks.WithLabelValues("reject").Inc()
-		return r.settle(ctx, h, ReasonRejected)
+		return r.counted("reject", r.settle(ctx, h, ReasonRejected))
 	case kafka.AckRelease:
-		r.m.acks.WithLabelValues("release").Inc()
 		if last {
-			return r.settle(ctx, h, ReasonReleasedLast)
+			return r.counted("release", r.settle(ctx, h, ReasonReleasedLast))
 		}
 		err := r.acknowledge(ctx, h, kafka.AckRelease, "release")
 		if err != nil {
 			return r.refusal(id, err, "release")
 		}
+		r.m.acks.WithLabelValues("release").Inc()
 	}
 	return nil
+}
+
+// counted counts an acknowledgement of type typ in kafkaqueues_republisher_acks_total once it
+// was taken (err nil), and passes err on. Counting before the brokers answered made a refused
+// acknowledgement count as one (issue 30, case 4).
+func (r *Republisher) counted(typ string, err error) error {
+	if err == nil {
+		r.m.acks.WithLabelValues(typ).Inc()
+	}
+	return err
 }
 
 // refusal turns a failed acknowledgement into the API's answer: refused by the brokers (409)
@@ -918,16 +927,15 @@ func (r *Republisher) Sweep(ctx context.Context) {
 		go func(h *held) { _ = r.settle(context.Background(), h, h.deadReason) }(h)
 	}
 	for _, h := range lapsed {
-		r.m.acks.WithLabelValues("lease-expired").Inc()
 		if r.appLast(h.rec.DeliveryCount) {
-			_ = r.settle(ctx, h, ReasonLeaseExpired)
+			_ = r.counted("lease-expired", r.settle(ctx, h, ReasonLeaseExpired))
 			continue
 		}
 		r.mu.Lock()
 		done := h.mem.m.AcknowledgeAsync(h.rec, kafka.AckRelease)
 		r.doneLocked(h.mem)
 		r.mu.Unlock()
-		go func() { <-done }()
+		go func() { _ = r.counted("lease-expired", <-done) }()
 	}
 }
 
@@ -951,8 +959,7 @@ func (r *Republisher) renew(ctx context.Context, h *held) error {
 		}
 	}
 	sent := time.Now()
-	r.m.acks.WithLabelValues("renew").Inc()
-	err := h.mem.m.Acknowledge(ctx, h.rec, kafka.AckRenew)
+	err := r.counted("renew", h.mem.m.Acknowledge(ctx, h.rec, kafka.AckRenew))
 	r.mu.Lock()
 	h.renewing = false
 	if err == nil && h.lockFor > 0 {
@@ -1250,7 +1257,7 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		received: prometheus.NewCounter(prometheus.CounterOpts{Name: "kafkaqueues_republisher_records_received_total",
 			Help: "Records acquired from the share group (including those dead-lettered on arrival)."}),
 		acks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafkaqueues_republisher_acks_total",
-			Help: "Acknowledgements by type: accept, release, reject, renew, lease-expired."}, []string{"type"}),
+			Help: "Acknowledgements the brokers took, by type: accept, release, reject, renew, lease-expired (a release the sidecar sent for the application); refused or unconfirmed ones are not counted (see kafkaqueues_republisher_acks_refused_total)."}, []string{"type"}),
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafkaqueues_republisher_dead_lettered_total",
 			Help: "Records written to the dead-letter topic, by reason."}, []string{"reason"}),
 		produceErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "kafkaqueues_republisher_dlq_produce_errors_total",

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
@@ -19,7 +20,7 @@ import (
 // minimum) and the Republisher limit attempts + 1, on the setup's broker; it returns a
 // republisher for it (lease 60s: longer than the lock, so the sidecar tries to renew it) and
 // the URL of its HTTP API.
-func staleQueue(t *testing.T, s *setup, name string, attempts int32) (*republisher.Republisher, string) {
+func staleQueue(t *testing.T, s *setup, name string, attempts int32) (*republisher.Republisher, string, *prometheus.Registry) {
 	t.Helper()
 	ctx := context.Background()
 	res, err := s.admin.CreateTopics(ctx, []kafka.NewTopic{{Name: name, Partitions: 1, ReplicationFactor: 1}})
@@ -44,11 +45,34 @@ func staleQueue(t *testing.T, s *setup, name string, attempts int32) (*republish
 	if err := prod.Produce(ctx, name, []byte("only"), []byte("only"), nil); err != nil {
 		t.Fatal(err)
 	}
+	reg := prometheus.NewRegistry()
 	rp, _ := s.start(t, republisher.Options{Topic: name, Group: name, DeadLetterTopic: s.dlq, MaxDeliveryAttempts: attempts,
-		Lease: 60 * time.Second, Members: 2, MaxRecords: 1})
+		Lease: 60 * time.Second, Members: 2, MaxRecords: 1, Registerer: reg})
 	srv := httptest.NewServer(rp.Handler())
 	t.Cleanup(srv.Close)
-	return rp, srv.URL
+	return rp, srv.URL, reg
+}
+
+// counter is the value of the series of name with label type=typ in reg (0 when absent).
+func counter(t *testing.T, reg *prometheus.Registry, name, typ string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "type" && l.GetValue() == typ {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // ackHTTP sends one acknowledgement over the API and returns its HTTP status and result.
@@ -96,7 +120,7 @@ func TestRepublisherRefusesStaleAcknowledgements(t *testing.T) {
 	dl.follow(ctx, t, s.bootstrapServer, s.dlq)
 
 	t.Run("below the last attempt", func(t *testing.T) {
-		_, base := staleQueue(t, s, "stale-a", 3)
+		_, base, reg := staleQueue(t, s, "stale-a", 3)
 		first := receiveHTTP(t, base, 60*time.Second)
 		if len(first) != 1 || first[0].DeliveryCount != 1 {
 			t.Fatalf("first receive %+v", first)
@@ -123,13 +147,26 @@ func TestRepublisherRefusesStaleAcknowledgements(t *testing.T) {
 		if more := receiveHTTP(t, base, 5*time.Second); len(more) != 0 {
 			t.Errorf("delivered again after its accept: %+v", more)
 		}
+		// Regression (issue 30, case 4): acks_total counted an acknowledgement before the
+		// brokers answered, so a refused renew counted as a renew. It counts what they took:
+		// no renew (the application's and the sidecar's own were refused, a later one answered
+		// 410 without asking them), one accept (the stale delivery's was 410).
+		for typ, want := range map[string]float64{"renew": 0, "accept": 1} {
+			if got := counter(t, reg, "kafkaqueues_republisher_acks_total", typ); got != want {
+				t.Errorf("kafkaqueues_republisher_acks_total{type=%q} = %v, want %v", typ, got, want)
+			}
+		}
+		// The application's renew and the sidecar's own renewals of the held record.
+		if got := counter(t, reg, "kafkaqueues_republisher_acks_refused_total", "renew"); got < 1 {
+			t.Errorf("kafkaqueues_republisher_acks_refused_total{type=\"renew\"} = %v, want at least 1", got)
+		}
 	})
 
 	// The dead-letter path: a reject after the brokers' lock ended must not write the record
 	// to the dead-letter topic while the brokers hand it to another consumer — it is refused
 	// (410) and the record comes back with delivery count 2.
 	t.Run("reject after the lock ended", func(t *testing.T) {
-		_, base := staleQueue(t, s, "stale-c", 3)
+		_, base, _ := staleQueue(t, s, "stale-c", 3)
 		first := receiveHTTP(t, base, 60*time.Second)
 		if len(first) != 1 || first[0].DeliveryCount != 1 {
 			t.Fatalf("first receive %+v", first)
@@ -158,7 +195,7 @@ func TestRepublisherRefusesStaleAcknowledgements(t *testing.T) {
 	// it; the first holder's later accept must not answer OK — the record is not both
 	// dead-lettered and accepted.
 	t.Run("on the last attempt", func(t *testing.T) {
-		_, base := staleQueue(t, s, "stale-b", 1)
+		_, base, _ := staleQueue(t, s, "stale-b", 1)
 		first := receiveHTTP(t, base, 60*time.Second)
 		if len(first) != 1 || first[0].DeliveryCount != 1 {
 			t.Fatalf("first receive %+v", first)
