@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -146,6 +147,20 @@ func (c *clusterScope) connect(ctx context.Context) error {
 	return nil
 }
 
+// caSecret reads the Secret spec.tls.caSecretRef names (nil when there is none or it cannot
+// be read), for tlsTrustHint.
+func (c *clusterScope) caSecret(ctx context.Context) *corev1.Secret {
+	t := c.kc.Spec.TLS
+	if t == nil || t.CASecretRef == nil {
+		return nil
+	}
+	var s corev1.Secret
+	if err := c.r.APIReader.Get(ctx, types.NamespacedName{Namespace: c.kc.Namespace, Name: t.CASecretRef.Name}, &s); err != nil {
+		return nil
+	}
+	return &s
+}
+
 // observe is the probe: one round of reads (clusterProbe).
 func (c *clusterScope) observe(ctx context.Context) error {
 	probe, err := c.r.probe(c.kctx, c.cl)
@@ -155,8 +170,12 @@ func (c *clusterScope) observe(ctx context.Context) error {
 		if c.r.gate != nil && kafka.IsUnreachable(err) {
 			c.r.gate.failure(clusterKey(c.kc), gateWaiter{}, err)
 		}
+		msg := fmt.Sprintf("cannot reach the cluster at %v: %v", c.kc.Spec.BootstrapServers, err)
+		if hint := tlsTrustHint(err, c.kc, c.caSecret(ctx)); hint != "" {
+			msg += "; " + hint
+		}
 		// Exponential backoff.
-		return &waitError{Reason: kqv1.ReasonConnectionFailed, Message: fmt.Sprintf("cannot reach the cluster at %v: %v", c.kc.Spec.BootstrapServers, err), Cause: err}
+		return &waitError{Reason: kqv1.ReasonConnectionFailed, Message: msg, Cause: err}
 	}
 	c.probe = probe
 	if c.r.gate != nil {

@@ -465,6 +465,31 @@ func TestTLSConnections(t *testing.T) {
 	}, func(kc *kqv1.KafkaCluster) string {
 		return condIs(kc.Status.Conditions, kqv1.ConditionConnected, metav1.ConditionFalse, kqv1.ReasonSecretInvalid)
 	})
+
+	// Regression (issue 30, case 6): a Strimzi KafkaUser Secret's ca.crt is the clients CA,
+	// not the CA that signed the brokers; the cluster got the bare "x509: certificate signed by
+	// unknown authority". It now names the Secret and key used and where the cluster CA is.
+	clientsCA, err := rig.NewTestCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alice", Labels: map[string]string{"strimzi.io/cluster": "my-cluster", "strimzi.io/kind": "KafkaUser"}},
+		StringData: map[string]string{"ca.crt": clientsCA.CertPEM, "user.crt": "-", "user.key": "-", "user.p12": "-", "user.password": "-"}}
+	if err := r.k8s.Create(ctxFor(t), user); err != nil {
+		t.Fatal(err)
+	}
+	kc = r.createCluster(t, ns, "strimzi-user-ca", k, func(kc *kqv1.KafkaCluster) {
+		kc.Spec.BootstrapServers = k.TLSBootstrapServers()
+		kc.Spec.TLS = &kqv1.KafkaClusterTLS{CASecretRef: &kqv1.SecretKeyReference{Name: "alice", Key: "ca.crt"}}
+	}, func(kc *kqv1.KafkaCluster) string {
+		return condIs(kc.Status.Conditions, kqv1.ConditionConnected, metav1.ConditionFalse, kqv1.ReasonConnectionFailed)
+	})
+	c := findCondition(kc.Status.Conditions, kqv1.ConditionConnected)
+	for _, want := range []string{`not signed by the CA in Secret ` + ns + `/alice key "ca.crt" (spec.tls.caSecretRef)`, "Strimzi KafkaUser", "Secret my-cluster-cluster-ca-cert key \"ca.crt\""} {
+		if !strings.Contains(c.Message, want) {
+			t.Errorf("Connected message %q lacks %q", c.Message, want)
+		}
+	}
 }
 
 // Mutual TLS: a listener requiring client certificates accepts the one from the KafkaCluster's

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -504,6 +505,45 @@ func TestQueueStatusCreationIntentAfterCreateTopics(t *testing.T) {
 			queueStatus(st, 1, kqv1.ReconcileActive, plan, res, nil)
 			if got := st.TopicCreationStarted != nil; got != c.wantIntent {
 				t.Errorf("topicCreationStarted kept = %v, want %v", got, c.wantIntent)
+			}
+		})
+	}
+}
+
+func TestTLSTrustHint(t *testing.T) {
+	unknown := errors.New("dial tcp 127.0.0.1:9093: tls: failed to verify certificate: x509: certificate signed by unknown authority")
+	withCA := &kqv1.KafkaCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "shop"},
+		Spec: kqv1.KafkaClusterSpec{TLS: &kqv1.KafkaClusterTLS{CASecretRef: &kqv1.SecretKeyReference{Name: "alice", Key: "ca.crt"}}}}
+	noCA := &kqv1.KafkaCluster{Spec: kqv1.KafkaClusterSpec{TLS: &kqv1.KafkaClusterTLS{}}}
+	plain := &corev1.Secret{Data: map[string][]byte{"ca.crt": []byte("x")}}
+	user := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"strimzi.io/cluster": "prod"}},
+		Data: map[string][]byte{"ca.crt": []byte("x"), "user.crt": []byte("x"), "user.key": []byte("x")}}
+	cases := []struct {
+		name   string
+		err    error
+		kc     *kqv1.KafkaCluster
+		secret *corev1.Secret
+		want   []string
+		none   bool
+	}{
+		{"another error", errors.New("connection refused"), withCA, user, nil, true},
+		{"system roots", unknown, noCA, nil, []string{"system's roots", "set spec.tls.caSecretRef"}, false},
+		{"a CA Secret", unknown, withCA, plain, []string{`not signed by the CA in Secret shop/alice key "ca.crt"`}, false},
+		{"a Strimzi KafkaUser Secret", unknown, withCA, user, []string{"Strimzi KafkaUser", `Secret prod-cluster-ca-cert key "ca.crt"`, "namespace shop"}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := tlsTrustHint(c.err, c.kc, c.secret)
+			if c.none && got != "" {
+				t.Errorf("hint %q, want none", got)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("hint %q lacks %q", got, w)
+				}
+			}
+			if c.name == "a CA Secret" && strings.Contains(got, "Strimzi") {
+				t.Errorf("hint %q names Strimzi for a plain CA Secret", got)
 			}
 		})
 	}
