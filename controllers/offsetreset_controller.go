@@ -244,6 +244,23 @@ func (s *resetScope) apply(kctx context.Context, group, topic string) error {
 	}
 	atTarget, off := recordAfter(st, after)
 	msg := fmt.Sprintf("share group %s on topic %s: %s applied (%s); read back: %d of %d partition(s) at their target", group, topic, st.Target, describeTargets(st), atTarget, len(st.Partitions))
+	var members int32
+	known := true
+	if atTarget < len(st.Partitions) {
+		gs, derr := s.cl.DescribeShareGroups(kctx, group)
+		if known = derr == nil; known {
+			members = gs[group].Members
+			st.Members = &members
+		}
+		st.ApplyAttempts++
+	}
+	switch planReadBack(atTarget, len(st.Partitions), members, known, st.ApplyAttempts) {
+	case readBackRetry:
+		return &waitError{Reason: kqv1.ReasonOffsetsApplying, After: 2 * time.Second,
+			Message: fmt.Sprintf("%s (%v) and the group has no member that could have moved them: the apply did not take; applying again (attempt %d of %d)", msg, off, st.ApplyAttempts+1, maxApplyAttempts)}
+	case readBackFail:
+		return s.fail(kqv1.ReasonReadBackMismatch, fmt.Sprintf("%s (%v) after %d applies the brokers answered without error, with no member in the group: the offsets did not take; create another OffsetReset", msg, off, st.ApplyAttempts))
+	}
 	if len(off) > 0 {
 		msg += fmt.Sprintf(" (%v: consumers that joined since may already have moved them)", off)
 	}

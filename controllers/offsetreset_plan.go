@@ -115,6 +115,41 @@ func recordAfter(st *kqv1.OffsetResetStatus, after map[int32]int64) (atTarget in
 	return atTarget, off
 }
 
+// maxApplyAttempts bounds the applies of one OffsetReset whose read-back does not show its
+// targets with no member present.
+const maxApplyAttempts = 3
+
+// readBackStep is what an apply's read-back leads to.
+type readBackStep int
+
+const (
+	// readBackComplete: every target is read back, or members that joined since may have
+	// moved the ones that are not.
+	readBackComplete readBackStep = iota
+	// readBackRetry: not every target is read back and no member could have moved it: the
+	// apply did not take (seen when the group's coordinator stopped right after answering);
+	// apply the recorded targets again.
+	readBackRetry
+	// readBackFail: as readBackRetry, after maxApplyAttempts applies.
+	readBackFail
+)
+
+// planReadBack decides an apply's read-back: atTarget of total partitions at their target,
+// members the group's member count (known false: it could not be read, and members may be
+// there), attempts the applies so far including this one. Complete rests on what was read,
+// never on the apply's answer alone (issue 30, case 2). Pure.
+func planReadBack(atTarget, total int, members int32, known bool, attempts int32) readBackStep {
+	switch {
+	case atTarget == total:
+		return readBackComplete
+	case known && members > 0:
+		return readBackComplete
+	case attempts >= maxApplyAttempts:
+		return readBackFail
+	}
+	return readBackRetry
+}
+
 // membersRecheck is how long a reset waiting for an empty group waits before looking again:
 // a quarter of the time it has waited so far, between 2s and 1m. Pure.
 func membersRecheck(waited time.Duration) time.Duration {

@@ -107,3 +107,30 @@ func TestMembersRecheckBacksOff(t *testing.T) {
 		t.Errorf("message %q", m)
 	}
 }
+
+// Regression (issue 30, case 2): a purge read back with no partition at its target, no member
+// in the group, was reported Complete; it applies again, then fails naming what it read.
+func TestPlanReadBack(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		atTarget, total int
+		members         int32
+		known           bool
+		attempts        int32
+		want            readBackStep
+	}{
+		{"every target read back", 3, 3, 0, true, 1, readBackComplete},
+		{"every target read back, members unknown", 3, 3, 0, false, 0, readBackComplete},
+		{"members joined since: they may have moved them", 1, 3, 2, true, 1, readBackComplete},
+		{"no member, nothing at target: apply again", 0, 3, 0, true, 1, readBackRetry},
+		{"members unknown: apply again", 0, 3, 0, false, 1, readBackRetry},
+		{"second attempt: again", 2, 3, 0, true, 2, readBackRetry},
+		{"third attempt: failed", 0, 3, 0, true, 3, readBackFail},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := planReadBack(tc.atTarget, tc.total, tc.members, tc.known, tc.attempts); got != tc.want {
+				t.Errorf("planReadBack = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -166,6 +166,11 @@ type OffsetResetStatus struct {
 	// +listType=map
 	// +listMapKey=partition
 	Partitions []PartitionOffsetReset `json:"partitions,omitempty"`
+	// applyAttempts counts the applies whose read-back did not show every target while the
+	// group had no member that could have moved them; the reset applies again, and fails
+	// after 3 such attempts naming what it read.
+	// +optional
+	ApplyAttempts int32 `json:"applyAttempts,omitempty"`
 	// completionTime is when the reset completed or failed.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`

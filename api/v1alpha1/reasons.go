@@ -158,4 +158,8 @@ const (
 	ReasonOffsetsApplying = "Applying"
 	// ReasonOffsetsReset: an OffsetReset's recorded targets were applied and read back.
 	ReasonOffsetsReset = "OffsetsReset"
+	// ReasonReadBackMismatch: an OffsetReset's applies were answered without error, yet the
+	// group's start offsets read back were not its targets, and no member could have moved
+	// them.
+	ReasonReadBackMismatch = "ReadBackMismatch"
 )
