@@ -191,17 +191,27 @@ func TestDepthMarksPartitionsOfADownBrokerUnread(t *testing.T) {
 	if len(onDown) == 0 || len(onDown) == 4 {
 		t.Fatalf("want partitions on both brokers, leaders %+v", td[topic].Partitions)
 	}
+	// The coordinators answer once the brokers have made __consumer_offsets, which on a
+	// loaded machine took longer than one pass over 50 names (every lookup failed): poll.
 	group := ""
-	for i := 0; group == "" && i < 50; i++ {
-		g := fmt.Sprintf("partial-%d", i)
-		co := adm.FindGroupCoordinators(ctx, g)
-		if co[g].Err == nil && co[g].NodeID != down.ID {
-			group = g
+	var lastErr error
+	rig.Eventually(t, 60*time.Second, func() string {
+		for i := 0; group == "" && i < 50; i++ {
+			g := fmt.Sprintf("partial-%d", i)
+			co := adm.FindGroupCoordinators(ctx, g)
+			if co[g].Err != nil {
+				lastErr = co[g].Err
+				continue
+			}
+			if co[g].NodeID != down.ID {
+				group = g
+			}
 		}
-	}
-	if group == "" {
-		t.Fatal("no group id whose coordinator is on the broker that stays up")
-	}
+		if group == "" {
+			return fmt.Sprintf("no group id whose coordinator is on the broker that stays up (last lookup error: %v)", lastErr)
+		}
+		return ""
+	})
 	k.StopNode(down)
 	q := []kafka.DepthQuery{{Topic: topic, Group: group, AutoOffsetReset: "earliest"}}
 	rig.Eventually(t, 60*time.Second, func() string {
