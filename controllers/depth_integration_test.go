@@ -252,6 +252,19 @@ func TestDepthPollBatchesRequestsAcrossQueues(t *testing.T) {
 		}
 		return ""
 	})
+	// Every queue's waiting record is dated in the same round (issue 30: one Fetch per round
+	// dated only the first partition with data, so one queue of the 30 had an age at a time).
+	eventually(t, 30*time.Second, func() string {
+		for i := 0; i < n; i++ {
+			key := map[string]string{"namespace": ns, "name": fmt.Sprintf("many-%d", i)}
+			age, _ := metricValue("kafkaqueues_queue_oldest_record_age_seconds", key)
+			unread, _ := metricValue("kafkaqueues_queue_depth_unread_partitions", key)
+			if age <= 0 || unread != 0 {
+				return fmt.Sprintf("many-%d: oldest record age %v, unread partitions %v; want an age and 0 unread", i, age, unread)
+			}
+		}
+		return ""
+	})
 	// Every KafkaCluster of the rig (other tests' namespaces too) has its own poller round:
 	// compare the requests with the rounds of all of them.
 	rounds := func() float64 {

@@ -176,7 +176,7 @@ func exportQueueDepth(round uint64, k types.NamespacedName, q queueDepthOf, now 
 	if !d.Oldest.IsZero() && d.Backlog > 0 {
 		age = max(now.Sub(d.Oldest).Seconds(), 0)
 	}
-	perQueueMetrics.setDepth(round, k.Namespace, k.Name, float64(d.Backlog), age, float64(len(d.Unread)), float64(now.Unix()))
+	perQueueMetrics.setDepth(round, k.Namespace, k.Name, float64(d.Backlog), age, float64(len(d.Unread)+len(d.Undated)), float64(now.Unix()))
 }
 
 // objectsOf lists the queues (with a topic and group in status, not deleting, not held

@@ -60,6 +60,9 @@ type Client struct {
 	claims   map[string]*Claims // by claims topic, started by Claims
 	// claimsDenied remembers, by claims topic, an authorization failure of Claims.
 	claimsDenied map[string]deniedAt
+
+	// dates holds the record batches Depth has dated (depthTimestamps).
+	dates batchDates
 }
 
 // baseOpts are the connection options every client of cfg uses: seeds, client id, timeouts,

@@ -1,14 +1,17 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -47,8 +50,13 @@ type QueueDepth struct {
 	// share-partition start offset (or the offset the group would start at). A batch's
 	// records are at most the producer's linger apart, so Oldest may be that much older
 	// than the record itself; exact when the start offset begins a batch. Zero when there
-	// is no backlog or no timestamp could be read.
+	// is no backlog or no timestamp could be read; over the dated partitions only (a lower
+	// bound of the age) when Undated is not empty.
 	Oldest time.Time
+	// Undated lists the partitions with a backlog whose oldest record's timestamp could not
+	// be read this round (their leader did not answer the Fetch, or their batches did not
+	// fit in the round's Fetch budget).
+	Undated []int32
 	// Err is set when nothing could be read for the queue (topic missing, group
 	// unreadable, every request failed); the other fields are then meaningless.
 	Err error
@@ -77,9 +85,17 @@ type DepthReport struct {
 // batchHeaderLen is the bytes of a record batch (magic 2) up to and including maxTimestamp.
 const batchHeaderLen = 43
 
-// depthFetchPartitionBytes is what Depth asks each partition for in its timestamp Fetch:
-// the first batch's header (61 bytes with producer fields and record count), rounded up.
-const depthFetchPartitionBytes = 64
+// Depth's timestamp Fetch. Kafka (Fetch v3 and later) never returns part of a record batch: a
+// partition whose first batch is larger than its PartitionMaxBytes answers with no records,
+// except the first partition with data in the response, whose first batch comes whole
+// (KIP-74). So each partition may return a whole ordinary batch, and a partition that came
+// back empty is asked again in the next request to its leader, up to
+// depthFetchRequestsPerLeader requests a round (each dates at least one partition).
+const (
+	depthFetchPartitionBytes    = 64 << 10
+	depthFetchMaxBytes          = 1 << 20
+	depthFetchRequestsPerLeader = 8
+)
 
 // Depth reads the depth of many queues and the record counts of many topics in one round of
 // batched requests, whatever their number:
@@ -89,10 +105,10 @@ const depthFetchPartitionBytes = 64
 //   - one ListOffsets (latest) per partition leader for every partition;
 //   - one ListOffsets per leader for the partitions that need a start: the log start of
 //     counted topics and of queues with earliest, now − duration for by_duration;
-//   - one Fetch per leader of the partitions with a backlog, each partition limited to 64
-//     bytes (a batch header: its first timestamp). The broker returns the first non-empty
-//     partition's whole first batch whatever the limit (KIP-74), so a round reads at most
-//     one batch (≤ the topic's max.message.bytes) plus 64 bytes per partition per broker.
+//   - one Fetch per leader of the partitions with a backlog whose oldest batch is not known
+//     from an earlier round (the batch at an offset never changes, so an idle backlog costs
+//     no Fetch after its first read), more when their batches do not fit in one response
+//     (depthFetchRequestsPerLeader); a partition left undated is in QueueDepth.Undated.
 //
 // A request-level failure of Metadata is returned as the error; any other failure marks the
 // partitions it covered unread (QueueDepth.Unread / Err). Needs share.version ≥ 1 for the
@@ -258,10 +274,15 @@ func (c *Client) Depth(ctx context.Context, queues []DepthQuery, countTopics []s
 			continue
 		}
 		for p, from := range starts0[q.Group] {
-			if ts, ok := stamps[tpo{tp{q.Topic, p}, from}]; ok && (d.Oldest.IsZero() || ts.Before(d.Oldest)) {
+			ts, ok := stamps[tpo{tp{q.Topic, p}, from}]
+			switch {
+			case !ok:
+				d.Undated = append(d.Undated, p)
+			case d.Oldest.IsZero() || ts.Before(d.Oldest):
 				d.Oldest = ts
 			}
 		}
+		slices.Sort(d.Undated)
 		rep.Queues[q.Group] = d
 	}
 	return rep, nil
@@ -428,67 +449,40 @@ type tpo struct {
 }
 
 // depthTimestamps reads, for each partition and offset of at, the first timestamp of the
-// record batch holding the offset: one Fetch per leader, each partition limited to
-// depthFetchPartitionBytes (see Depth for the bound). Log-append-time batches give their
-// append time. A partition asked at several offsets (queues sharing a topic) takes one more
-// Fetch round per extra offset. Partitions that fail are left out.
+// record batch holding the offset (log-append-time batches give their append time): from
+// c.dates where an earlier round read that batch, else by Fetch, up to
+// depthFetchRequestsPerLeader requests per leader (see depthFetchPartitionBytes). A partition
+// asked at several offsets (queues sharing a topic) is asked at one offset per request.
+// Partitions that fail or stay empty are left out.
 func (c *Client) depthTimestamps(ctx context.Context, meta map[string]topicMeta, at map[tpo]bool) map[tpo]time.Time {
+	now := time.Now()
 	out := make(map[tpo]time.Time, len(at))
-	rounds := []map[tp]int64{}
+	byLeader := map[int32][]tpo{}
 	for k := range at {
-		placed := false
-		for _, r := range rounds {
-			if _, taken := r[k.tp]; !taken {
-				r[k.tp], placed = k.offset, true
-				break
-			}
+		m := meta[k.topic]
+		if ts, ok := c.dates.lookup(m.id, k, now); ok {
+			out[k] = ts
+			continue
 		}
-		if !placed {
-			rounds = append(rounds, map[tp]int64{k.tp: k.offset})
+		if leader, ok := m.leaders[k.partition]; ok && leader >= 0 {
+			byLeader[leader] = append(byLeader[leader], k)
 		}
 	}
 	names := map[[16]byte]string{}
 	for t, m := range meta {
 		names[m.id] = t
 	}
-	for _, round := range rounds {
-		byLeader := map[int32]*kmsg.FetchRequest{}
-		for k, off := range round {
-			m := meta[k.topic]
-			leader := m.leaders[k.partition]
-			if leader < 0 {
-				continue
-			}
-			req := byLeader[leader]
-			if req == nil {
-				req = kmsg.NewPtrFetchRequest()
-				req.MaxWaitMillis = 0
-				req.MinBytes = 0
-				req.MaxBytes = 1 << 20
-				byLeader[leader] = req
-			}
-			var rt *kmsg.FetchRequestTopic
-			for i := range req.Topics {
-				if req.Topics[i].Topic == k.topic {
-					rt = &req.Topics[i]
-				}
-			}
-			if rt == nil {
-				t := kmsg.NewFetchRequestTopic()
-				t.Topic, t.TopicID = k.topic, m.id
-				req.Topics = append(req.Topics, t)
-				rt = &req.Topics[len(req.Topics)-1]
-			}
-			rp := kmsg.NewFetchRequestTopicPartition()
-			rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = k.partition, off, depthFetchPartitionBytes
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		for leader, req := range byLeader {
+	for leader, pending := range byLeader {
+		slices.SortFunc(pending, func(a, b tpo) int {
+			return cmp.Or(strings.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition), cmp.Compare(a.offset, b.offset))
+		})
+		for i := 0; i < depthFetchRequestsPerLeader && len(pending) > 0; i++ {
+			req, asked := depthFetchRequest(meta, pending)
 			start := time.Now()
 			kr, err := c.cl.Broker(int(leader)).Request(ctx, req)
 			c.record("Fetch", start, err)
 			if err != nil {
-				continue
+				break
 			}
 			for _, rt := range kr.(*kmsg.FetchResponse).Topics {
 				name := rt.Topic
@@ -496,37 +490,147 @@ func (c *Client) depthTimestamps(ctx context.Context, meta map[string]topicMeta,
 					name = n
 				}
 				for _, rp := range rt.Partitions {
-					k := tp{name, rp.Partition}
-					off, asked := round[k]
-					if rp.ErrorCode != 0 || !asked {
+					k, ok := asked[tp{name, rp.Partition}]
+					if !ok || rp.ErrorCode != 0 {
 						continue
 					}
-					if ts, ok := firstBatchTimestamp(rp.RecordBatches); ok {
-						out[tpo{k, off}] = ts
+					if b, ok := firstBatch(rp.RecordBatches); ok {
+						c.dates.store(meta[name].id, k.tp, b, now)
+						out[k] = b.at
 					}
 				}
 			}
+			// Keep what is still undated; the same batch may date other offsets of a partition.
+			rest := pending[:0]
+			for _, k := range pending {
+				if _, done := out[k]; done {
+					continue
+				}
+				if ts, ok := c.dates.lookup(meta[k.topic].id, k, now); ok {
+					out[k] = ts
+					continue
+				}
+				rest = append(rest, k)
+			}
+			if len(rest) == len(pending) {
+				break // nothing came back: the offsets are gone (retention) or answer errors
+			}
+			pending = rest
 		}
 	}
+	c.dates.prune(now)
 	return out
 }
 
-// firstBatchTimestamp decodes the header of the first record batch (magic 2) in b: its
-// firstTimestamp, or maxTimestamp for log-append-time batches (attributes bit 3). b may be
-// cut short after the header (a fetch limited by PartitionMaxBytes).
-func firstBatchTimestamp(b []byte) (time.Time, bool) {
-	if len(b) < batchHeaderLen || b[16] != 2 {
-		return time.Time{}, false
+// depthFetchRequest asks for the first batch at each partition's first offset in pending
+// (sorted), returning what it asked by partition.
+func depthFetchRequest(meta map[string]topicMeta, pending []tpo) (*kmsg.FetchRequest, map[tp]tpo) {
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 0, 0, depthFetchMaxBytes
+	asked := map[tp]tpo{}
+	for _, k := range pending {
+		if _, dup := asked[k.tp]; dup {
+			continue
+		}
+		asked[k.tp] = k
+		if n := len(req.Topics); n == 0 || req.Topics[n-1].Topic != k.topic {
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic, t.TopicID = k.topic, meta[k.topic].id
+			req.Topics = append(req.Topics, t)
+		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = k.partition, k.offset, depthFetchPartitionBytes
+		rt := &req.Topics[len(req.Topics)-1]
+		rt.Partitions = append(rt.Partitions, rp)
 	}
+	return req, asked
+}
+
+// batchSpan is a record batch's offsets and first timestamp.
+type batchSpan struct {
+	base, last int64
+	at         time.Time
+}
+
+// firstBatch decodes the header of the first record batch (magic 2) in b: its offsets and
+// firstTimestamp, or maxTimestamp for log-append-time batches (attributes bit 3).
+func firstBatch(b []byte) (batchSpan, bool) {
+	if len(b) < batchHeaderLen || b[16] != 2 {
+		return batchSpan{}, false
+	}
+	base := int64(binary.BigEndian.Uint64(b[0:8]))
+	last := base + int64(int32(binary.BigEndian.Uint32(b[23:27])))
 	attrs := binary.BigEndian.Uint16(b[21:23])
 	ms := int64(binary.BigEndian.Uint64(b[27:35]))
 	if attrs&0x08 != 0 {
 		ms = int64(binary.BigEndian.Uint64(b[35:43]))
 	}
 	if ms < 0 {
-		return time.Time{}, false
+		return batchSpan{}, false
 	}
-	return time.UnixMilli(ms), true
+	return batchSpan{base: base, last: last, at: time.UnixMilli(ms)}, true
+}
+
+// batchDates remembers the batches Depth dated, by topic id and partition, so a backlog that
+// has not moved is not fetched again: a batch's offsets and timestamp never change, and a
+// topic made again under its name has a new id. Entries unused for batchDatesTTL go.
+type batchDates struct {
+	mu sync.Mutex
+	m  map[batchDatesKey][]datedBatch
+}
+
+type batchDatesKey struct {
+	id        [16]byte
+	topic     string
+	partition int32
+}
+
+type datedBatch struct {
+	batchSpan
+	used time.Time
+}
+
+const batchDatesTTL = 10 * time.Minute
+
+func (d *batchDates) lookup(id [16]byte, k tpo, now time.Time) (time.Time, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	bs := d.m[batchDatesKey{id, k.topic, k.partition}]
+	for i := range bs {
+		if bs[i].base <= k.offset && k.offset <= bs[i].last {
+			bs[i].used = now
+			return bs[i].at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+func (d *batchDates) store(id [16]byte, k tp, b batchSpan, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.m == nil {
+		d.m = map[batchDatesKey][]datedBatch{}
+	}
+	key := batchDatesKey{id, k.topic, k.partition}
+	d.m[key] = append(d.m[key], datedBatch{b, now})
+}
+
+func (d *batchDates) prune(now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k, bs := range d.m {
+		kept := bs[:0]
+		for _, b := range bs {
+			if now.Sub(b.used) < batchDatesTTL {
+				kept = append(kept, b)
+			}
+		}
+		if len(kept) == 0 {
+			delete(d.m, k)
+		} else {
+			d.m[k] = kept
+		}
+	}
 }
 
 // resetTimestamp is the ListOffsets timestamp of a share.auto.offset.reset value: -2 for

@@ -93,11 +93,13 @@ func TestDepthCountsEveryPartitionFromTheReset(t *testing.T) {
 	if tr := rep.Topics[topic]; tr.Err != nil || tr.Records != 5000 || len(tr.Unread) > 0 {
 		t.Errorf("topic count %+v, want 5000", tr)
 	}
-	// One broker: one request of each API for 42 groups and 3 partitions.
-	for _, api := range []string{"DescribeShareGroupOffsets", "Fetch"} {
-		if n := got[api] - snap[api]; n != 1 {
-			t.Errorf("%s requests in one round: %d, want 1 (all groups batched)", api, n)
-		}
+	// One broker: one request of each API for 42 groups and 3 partitions; no Fetch, as the
+	// warm-up rounds dated the batches at the start offsets, which have not moved.
+	if n := got["DescribeShareGroupOffsets"] - snap["DescribeShareGroupOffsets"]; n != 1 {
+		t.Errorf("DescribeShareGroupOffsets requests in one round: %d, want 1 (all groups batched)", n)
+	}
+	if n := got["Fetch"] - snap["Fetch"]; n != 0 {
+		t.Errorf("Fetch requests in a round whose backlogs had not moved: %d, want 0", n)
 	}
 	if n := got["ListOffsets"] - snap["ListOffsets"]; n < 1 || n > 2 {
 		t.Errorf("ListOffsets requests in one round: %d, want 1 (ends) + 1 (starts)", n)
@@ -227,4 +229,92 @@ func TestDepthMarksPartitionsOfADownBrokerUnread(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// Issue 30, case 3: the oldest-record age was 0 for queues with a backlog, and moved between
+// queues from round to round, because the timestamp Fetch dated only the first partition
+// with data in its response (Kafka returns no part of a batch for the others). Every queue's
+// oldest record is dated in every round, whichever partition holds it and however large its
+// batch; a backlog that has not moved is dated again without a Fetch.
+func TestDepthDatesEveryPartition(t *testing.T) {
+	t.Parallel()
+	counter := &kafka.RequestCounter{}
+	c := newClient(t, counter.Observe)
+	ctx := ctxT(t)
+	prefix := fmt.Sprintf("dates-%d", time.Now().UnixNano())
+	const topics = 8
+	now := time.Now().Truncate(time.Millisecond)
+	var news []kafka.NewTopic
+	for i := 0; i < topics; i++ {
+		news = append(news, kafka.NewTopic{Name: fmt.Sprintf("%s-%d", prefix, i), Partitions: 3, ReplicationFactor: -1})
+	}
+	res, err := c.CreateTopics(ctx, news)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range news {
+		if res[n.Name].Err != nil {
+			t.Fatal(res[n.Name].Err)
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker.BootstrapServers()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchMaxBytes(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	// Topic i: its oldest record (i+1 hours old) in partition i%3, fresh records in the
+	// others; in topic 0 the fresh partitions' first batches are 200 KB (larger than a
+	// partition's share of the Fetch).
+	want := map[string]time.Time{}
+	var recs []*kgo.Record
+	for i, n := range news {
+		old := now.Add(-time.Duration(i+1) * time.Hour)
+		want[n.Name] = old
+		for p := int32(0); p < 3; p++ {
+			ts, value := now.Add(-time.Minute), []byte("fresh")
+			if p == int32(i%3) {
+				ts, value = old, []byte("old")
+			} else if i == 0 {
+				value = make([]byte, 200<<10)
+			}
+			recs = append(recs, &kgo.Record{Topic: n.Name, Partition: p, Timestamp: ts, Value: value})
+		}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var qs []kafka.DepthQuery
+	for _, n := range news {
+		qs = append(qs, kafka.DepthQuery{Topic: n.Name, Group: n.Name + "-g", AutoOffsetReset: "earliest"})
+	}
+	check := func(round string) {
+		t.Helper()
+		var rep kafka.DepthReport
+		// A fresh broker may answer COORDINATOR_NOT_AVAILABLE for a while.
+		rig.Eventually(t, 60*time.Second, func() string {
+			var err error
+			if rep, err = c.Depth(ctx, qs, nil); err != nil {
+				return err.Error()
+			}
+			for _, q := range qs {
+				if d := rep.Queues[q.Group]; d.Err != nil {
+					return d.Err.Error()
+				}
+			}
+			return ""
+		})
+		for _, q := range qs {
+			d := rep.Queues[q.Group]
+			if d.Backlog != 3 || len(d.Undated) > 0 || !d.Oldest.Equal(want[q.Topic]) {
+				t.Errorf("%s round: %s: backlog %d, oldest %v, undated %v; want backlog 3, oldest %v", round, q.Topic, d.Backlog, d.Oldest, d.Undated, want[q.Topic])
+			}
+		}
+	}
+	check("first")
+	before := counter.Snapshot()["Fetch"]
+	check("second")
+	if n := counter.Snapshot()["Fetch"] - before; n != 0 {
+		t.Errorf("the second round sent %d Fetch requests for backlogs that had not moved, want 0", n)
+	}
 }

@@ -29,25 +29,72 @@ func TestParseISODuration(t *testing.T) {
 	}
 }
 
-// A record batch header, possibly cut right after maxTimestamp (a Fetch limited to 64 bytes).
-func TestFirstBatchTimestamp(t *testing.T) {
+// A record batch header: offsets and the first timestamp (the append time for
+// log-append-time batches).
+func TestFirstBatch(t *testing.T) {
 	hdr := make([]byte, 61)
-	hdr[16] = 2 // magic
+	binary.BigEndian.PutUint64(hdr[0:8], 100) // base offset
+	hdr[16] = 2                               // magic
+	binary.BigEndian.PutUint32(hdr[23:27], 9) // last offset delta
 	binary.BigEndian.PutUint64(hdr[27:35], uint64(1_700_000_000_000))
 	binary.BigEndian.PutUint64(hdr[35:43], uint64(1_700_000_000_500))
-	if ts, ok := firstBatchTimestamp(hdr[:43]); !ok || ts.UnixMilli() != 1_700_000_000_000 {
-		t.Errorf("create time: %v %v", ts, ok)
+	if b, ok := firstBatch(hdr[:43]); !ok || b.at.UnixMilli() != 1_700_000_000_000 || b.base != 100 || b.last != 109 {
+		t.Errorf("create time: %+v %v", b, ok)
 	}
 	binary.BigEndian.PutUint16(hdr[21:23], 0x08) // log append time
-	if ts, ok := firstBatchTimestamp(hdr); !ok || ts.UnixMilli() != 1_700_000_000_500 {
-		t.Errorf("log append time: %v %v", ts, ok)
+	if b, ok := firstBatch(hdr); !ok || b.at.UnixMilli() != 1_700_000_000_500 {
+		t.Errorf("log append time: %+v %v", b, ok)
 	}
-	if _, ok := firstBatchTimestamp(hdr[:42]); ok {
+	if _, ok := firstBatch(hdr[:42]); ok {
 		t.Error("a header cut before maxTimestamp decoded")
 	}
 	hdr[16] = 1
-	if _, ok := firstBatchTimestamp(hdr); ok {
+	if _, ok := firstBatch(hdr); ok {
 		t.Error("magic 1 decoded")
+	}
+}
+
+// A dated batch dates every offset it holds, for its topic id only, until unused for the TTL.
+func TestBatchDates(t *testing.T) {
+	var d batchDates
+	now := time.Unix(1_000_000, 0)
+	id, other := [16]byte{1}, [16]byte{2}
+	at := time.Unix(500, 0)
+	d.store(id, tp{"t", 0}, batchSpan{base: 10, last: 19, at: at}, now)
+	for off, want := range map[int64]bool{9: false, 10: true, 15: true, 19: true, 20: false} {
+		if ts, ok := d.lookup(id, tpo{tp{"t", 0}, off}, now); ok != want || (ok && !ts.Equal(at)) {
+			t.Errorf("offset %d: %v %v, want found=%v", off, ts, ok, want)
+		}
+	}
+	if _, ok := d.lookup(other, tpo{tp{"t", 0}, 15}, now); ok {
+		t.Error("a topic made again under the name (new id) found the old batch")
+	}
+	if _, ok := d.lookup(id, tpo{tp{"t", 1}, 15}, now); ok {
+		t.Error("another partition found the batch")
+	}
+	d.prune(now.Add(batchDatesTTL - time.Second))
+	if _, ok := d.lookup(id, tpo{tp{"t", 0}, 15}, now.Add(batchDatesTTL-time.Second)); !ok {
+		t.Error("pruned a batch used within the TTL")
+	}
+	d.prune(now.Add(2*batchDatesTTL - time.Second + time.Minute))
+	if len(d.m) != 0 {
+		t.Errorf("kept %v after the TTL", d.m)
+	}
+}
+
+// A timestamp Fetch asks each partition once (its lowest pending offset), grouped by topic.
+func TestDepthFetchRequest(t *testing.T) {
+	meta := map[string]topicMeta{"a": {id: [16]byte{1}}, "b": {id: [16]byte{2}}}
+	pending := []tpo{{tp{"a", 0}, 5}, {tp{"a", 0}, 9}, {tp{"a", 1}, 3}, {tp{"b", 0}, 7}}
+	req, asked := depthFetchRequest(meta, pending)
+	if len(req.Topics) != 2 || len(req.Topics[0].Partitions) != 2 || len(req.Topics[1].Partitions) != 1 {
+		t.Fatalf("request %+v", req.Topics)
+	}
+	if p := req.Topics[0].Partitions[0]; p.FetchOffset != 5 || p.PartitionMaxBytes != depthFetchPartitionBytes {
+		t.Errorf("a/0 asked %+v, want offset 5", p)
+	}
+	if req.Topics[1].TopicID != meta["b"].id || asked[tp{"a", 0}].offset != 5 || len(asked) != 3 {
+		t.Errorf("asked %v", asked)
 	}
 }
 
