@@ -16,13 +16,15 @@ import (
 )
 
 // ClaimKind is what a claim is on: a topic or a share group (Kafka keeps them in separate
-// namespaces, so a topic and a group may share a name).
+// namespaces, so a topic and a group may share a name), or a topic's collision name
+// (TopicCollisionName: Kafka allows one topic per collision name).
 type ClaimKind string
 
 // The claim kinds.
 const (
-	ClaimTopic ClaimKind = "topic"
-	ClaimGroup ClaimKind = "group"
+	ClaimTopic          ClaimKind = "topic"
+	ClaimGroup          ClaimKind = "group"
+	ClaimTopicCollision ClaimKind = "topic-collision"
 )
 
 // claimKey is a claim record's key: one per (kind, name, claimant), so compaction keeps every
@@ -358,7 +360,7 @@ var errClaimsGone = errors.New("the claims topic was deleted or lost records; it
 // name and the zero creation time, older than every queue, that no apiserver lookup can
 // confirm or release.
 func parseClaim(r *kgo.Record) (k claimKey, who Claimant, released, ok bool) {
-	if json.Unmarshal(r.Key, &k) != nil || (k.Kind != ClaimTopic && k.Kind != ClaimGroup) || k.Name == "" || k.UID == "" {
+	if json.Unmarshal(r.Key, &k) != nil || (k.Kind != ClaimTopic && k.Kind != ClaimGroup && k.Kind != ClaimTopicCollision) || k.Name == "" || k.UID == "" {
 		return k, who, false, false
 	}
 	if r.Value == nil {

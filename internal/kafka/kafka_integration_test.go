@@ -1,11 +1,13 @@
 package kafka_test
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -218,4 +220,77 @@ func TestTopicAndGroupConfigRoundTrip(t *testing.T) {
 func eventually(t *testing.T, cond func() string) {
 	t.Helper()
 	rig.Eventually(t, 10*time.Second, cond)
+}
+
+// Issue 30, case 5: one CreateTopics naming "a.b" and "a_b" made both, although Kafka
+// refuses the second of two such names when they come one after the other (its metric
+// names replace '.' with '_'). Asked for in one call, or by two callers whose calls one
+// batched request carries, exactly one is made and the other is refused as colliding;
+// validated together, the second is refused naming the first.
+func TestCreateTopicsRefusesCollidingNamesInOneCall(t *testing.T) {
+	t.Parallel()
+	rig.SkipWithoutRig(t, "a real Kafka broker")
+	ctx := ctxT(t)
+	for _, batched := range []bool{false, true} {
+		c, err := kafka.NewClient(kafka.Config{BootstrapServers: broker.BootstrapServers(), Batching: kafka.Batching{Enabled: batched}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		base := fmt.Sprintf("collide-%v-%d", batched, time.Now().UnixNano())
+		dotted, underscored := base+".eu", base+"_eu"
+		news := []kafka.NewTopic{{Name: dotted, Partitions: 1, ReplicationFactor: -1}, {Name: underscored, Partitions: 1, ReplicationFactor: -1}}
+		if !batched {
+			vres, err := c.ValidateCreateTopics(ctx, news)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if vres[dotted].Err != nil || vres[underscored].Err == nil || !strings.Contains(vres[underscored].Err.Error(), dotted) {
+				t.Errorf("validate-only: %v / %v, want the second refused naming the first", vres[dotted].Err, vres[underscored].Err)
+			}
+		}
+		// Unbatched: one call names both. Batched: two callers at once, one request.
+		errs := make([]error, 2)
+		if !batched {
+			res, err := c.CreateTopics(ctx, news)
+			if err != nil {
+				t.Fatal(err)
+			}
+			errs[0], errs[1] = res[dotted].Err, res[underscored].Err
+		} else {
+			var wg sync.WaitGroup
+			for i, n := range news {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					res, err := c.CreateTopics(ctx, []kafka.NewTopic{n})
+					errs[i] = cmp.Or(err, res[n.Name].Err)
+				}()
+			}
+			wg.Wait()
+		}
+		refused := 0
+		for _, err := range errs {
+			if err != nil {
+				if !strings.Contains(err.Error(), "collides") {
+					t.Errorf("batched=%v: %v, want a collision", batched, err)
+				}
+				refused++
+			}
+		}
+		got, err := c.DescribeTopics(ctx, dotted, underscored)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if exist := btoi(got[dotted].Err == nil) + btoi(got[underscored].Err == nil); refused != 1 || exist != 1 {
+			t.Errorf("batched=%v: %d refused (%v), %d of %s and %s exist; want one of each", batched, refused, errs, exist, dotted, underscored)
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -3,7 +3,10 @@ package kafka
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
+	"maps"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -162,9 +165,58 @@ func (c *Client) ValidateCreateTopics(ctx context.Context, topics []NewTopic) (m
 	return c.createTopics(ctx, topics, true)
 }
 
-// createTopics creates many topics in one request to the controller, each with its own
-// partitions, replication factor and configs; validateOnly only checks them.
-func (c *Client) createTopics(ctx context.Context, topics []NewTopic, validateOnly bool) (out_ map[string]CreatedTopic, err_ error) {
+// TopicCollisionName is Kafka's collision name of a topic: its name with '.' replaced by
+// '_' (Kafka's Topic.unifyCollisionChars). Kafka's metric names make that replacement, so
+// it refuses a topic whose collision name is an existing topic's ("collides with existing
+// topic"). Ok is false for a name without '.' or '_', which collides with no other name.
+func TopicCollisionName(topic string) (name string, ok bool) {
+	if !strings.ContainsAny(topic, "._") {
+		return "", false
+	}
+	return strings.ReplaceAll(topic, ".", "_"), true
+}
+
+// createTopics creates many topics in requests to the controller, each with its own
+// partitions, replication factor and configs; validateOnly only checks them. Topics whose
+// names collide (TopicCollisionName) go in separate requests, one after the other: Kafka
+// checks a name against the topics that exist, not against the rest of its request, and
+// created both of "a.b" and "a_b" when one request named them.
+func (c *Client) createTopics(ctx context.Context, topics []NewTopic, validateOnly bool) (map[string]CreatedTopic, error) {
+	var waves [][]NewTopic
+	first := map[string]string{} // collision name → the first topic named with it
+	wave := map[string]int{}     // collision name → the next wave it may go in
+	out := make(map[string]CreatedTopic, len(topics))
+	for _, t := range topics {
+		i := 0
+		if cn, ok := TopicCollisionName(t.Name); ok {
+			i = wave[cn]
+			wave[cn] = i + 1
+			if i == 0 {
+				first[cn] = t.Name
+			} else if validateOnly {
+				// Nothing is created, so a later request could not see the collision.
+				msg := fmt.Sprintf("Topic '%s' collides with topic '%s' asked for before it (Kafka refuses two topic names that differ only in '.' and '_')", t.Name, first[cn])
+				out[t.Name] = CreatedTopic{Name: t.Name, Err: itemErr("CreateTopics", "topic "+t.Name, kerr.InvalidTopicException.Code, &msg)}
+				continue
+			}
+		}
+		if i == len(waves) {
+			waves = append(waves, nil)
+		}
+		waves[i] = append(waves[i], t)
+	}
+	for _, w := range waves {
+		res, err := c.createTopicsOnce(ctx, w, validateOnly)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(out, res)
+	}
+	return out, nil
+}
+
+// createTopicsOnce is one CreateTopics request.
+func (c *Client) createTopicsOnce(ctx context.Context, topics []NewTopic, validateOnly bool) (out_ map[string]CreatedTopic, err_ error) {
 	start := time.Now()
 	defer func() {
 		e := err_
