@@ -428,12 +428,12 @@ func (p *Previewer) preview(ctx context.Context, sq *kqv1.ShareQueue) (*Preview,
 		}
 		for _, k := range claimKeys {
 			for _, o := range p.expected {
-				if key := o.Namespace + "/" + o.Name; key == out.Queue || liveKeys[key] || k.of(o) != k.of(sq) || !p.sameClusterAs(ctx, kc, o) || !older(o, sq) {
+				if key := o.Namespace + "/" + o.Name; key == out.Queue || liveKeys[key] || k.of(sq) == "" || k.of(o) != k.of(sq) || !p.sameClusterAs(ctx, kc, o) || !older(o, sq) {
 					continue
 				}
 				if out.Conflict == "" {
-					out.Conflict = fmt.Sprintf("%s %s on this Kafka cluster is also named by ShareQueue %s/%s in these manifests; applied together (created in the same second) the operator gives it to the first by namespace/name, that one, and this one makes no Kafka change",
-						k.what, k.of(sq), o.Namespace, o.Name)
+					out.Conflict = fmt.Sprintf("%s on this Kafka cluster is also named by ShareQueue %s/%s in these manifests; applied together (created in the same second) the operator gives it to the first by namespace/name, that one, and this one makes no Kafka change",
+						k.claimed(sq, o), o.Namespace, o.Name)
 				}
 			}
 		}

@@ -503,3 +503,68 @@ func TestApiserverConflictsAreRetried(t *testing.T) {
 		t.Errorf("a racing write was lost: annotation %q", got.Annotations["test/churn"])
 	}
 }
+
+// Issue 30, case 5: two queues whose topics differ only in '.' and '_', applied together,
+// were both Ready: one batched CreateTopics made both topics, although Kafka refuses such a
+// pair one after the other. The topic's collision name is claimed like the topic itself:
+// one queue owns it and is Ready, the other is in Conflict naming the colliding topic and
+// its owner, and Kafka holds one of the two topics.
+func TestCollidingTopicNamesHaveOneOwner(t *testing.T) {
+	t.Parallel()
+	r := startRig(t)
+	ns := r.newNamespace(t)
+	r.newCluster(t, ns)
+	ctx := ctxFor(t)
+	topics := map[string]string{"dot": "orders." + ns, "under": "orders_" + ns}
+	queues := map[string]*kqv1.ShareQueue{}
+	for name, topic := range topics {
+		sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: kqv1.ShareQueueSpec{
+			ClusterRef: kqv1.ClusterReference{Name: "local"}, Topic: kqv1.QueueTopicSpec{Name: topic, Partitions: 1}}}
+		if err := r.k8s.Create(ctx, sq); err != nil {
+			t.Fatal(err)
+		}
+		queues[name] = sq
+	}
+	var owner, loser string
+	eventually(t, 60*time.Second, func() string {
+		owner, loser = "", ""
+		for name, sq := range queues {
+			var got kqv1.ShareQueue
+			if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(sq), &got); err != nil {
+				return err.Error()
+			}
+			switch ready := findCondition(got.Status.Conditions, kqv1.ConditionReady); {
+			case ready == nil:
+				return name + " has no Ready condition yet"
+			case ready.Status == metav1.ConditionTrue:
+				owner = name
+			case ready.Reason == kqv1.ReasonConflict:
+				loser = name
+				c := findCondition(got.Status.Conditions, kqv1.ConditionConflict)
+				if c == nil || !strings.Contains(c.Message, "collides with this queue's topic "+topics[name]) {
+					return fmt.Sprintf("%s Conflict %+v does not name the collision", name, c)
+				}
+			default:
+				return fmt.Sprintf("%s Ready %s/%s: %s", name, ready.Status, ready.Reason, ready.Message)
+			}
+		}
+		if owner == "" || loser == "" {
+			return fmt.Sprintf("owner %q, in conflict %q; want one of each", owner, loser)
+		}
+		return ""
+	})
+	var got kqv1.ShareQueue
+	if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(queues[loser]), &got); err != nil {
+		t.Fatal(err)
+	}
+	if c := findCondition(got.Status.Conditions, kqv1.ConditionConflict); !strings.Contains(c.Message, "topic "+topics[owner]) || !strings.Contains(c.Message, "ShareQueue "+ns+"/"+owner) {
+		t.Errorf("Conflict message %q does not name topic %s and its owner %s", c.Message, topics[owner], owner)
+	}
+	ts, err := r.admin.DescribeTopics(ctx, topics["dot"], topics["under"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts[topics[owner]].Err != nil || ts[topics[loser]].Err == nil {
+		t.Errorf("Kafka: %s %v, %s %v; want only the owner's topic", topics[owner], ts[topics[owner]].Err, topics[loser], ts[topics[loser]].Err)
+	}
+}

@@ -31,14 +31,13 @@ import (
 // topic (Kafka authorization): ownership is then checked among the watched queues only.
 const ReasonClaimsUnavailable = "ClaimsUnavailable"
 
-// claimKinds maps claimKeys' "topic"/"group" to the claims' kinds.
-var claimKinds = map[string]kafka.ClaimKind{"topic": kafka.ClaimTopic, "group": kafka.ClaimGroup}
-
-// claimsOf are the claims sq makes: its topic and its group.
+// claimsOf are the claims sq makes: its topic, its group and its topic's collision name.
 func claimsOf(sq *kqv1.ShareQueue) []kafka.Claim {
 	out := make([]kafka.Claim, 0, len(claimKeys))
 	for _, k := range claimKeys {
-		out = append(out, kafka.Claim{Kind: claimKinds[k.what], Name: k.of(sq)})
+		if name := k.of(sq); name != "" {
+			out = append(out, kafka.Claim{Kind: k.kind, Name: name})
+		}
 	}
 	return out
 }
@@ -47,9 +46,16 @@ func claimantOf(sq *kqv1.ShareQueue, manager string) kafka.Claimant {
 	return kafka.Claimant{Namespace: sq.Namespace, Name: sq.Name, UID: string(sq.UID), Created: sq.CreationTimestamp.UTC(), Manager: manager}
 }
 
-// claimedBy is a claim as a claimant ShareQueue (only its metadata is known), for ownerOf.
-func claimedBy(c kafka.Claim) claimant {
-	return claimant{what: string(c.Kind) + " " + c.Name, viaClaims: true, queue: &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{
+// claimedBy is a claim as a claimant ShareQueue (only its metadata is known) of one of
+// sq's names, for ownerOf.
+func claimedBy(c kafka.Claim, sq *kqv1.ShareQueue) claimant {
+	what := string(c.Kind) + " " + c.Name
+	for _, k := range claimKeys {
+		if k.kind == c.Kind {
+			what = k.claimed(sq, nil)
+		}
+	}
+	return claimant{what: what, viaClaims: true, queue: &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{
 		Namespace: c.Namespace, Name: c.Claimant.Name, UID: types.UID(c.UID), CreationTimestamp: metav1.NewTime(c.Created),
 	}}}
 }
@@ -96,7 +102,7 @@ func (q *queueScope) olderClaim(ctx context.Context, view *kafka.Claims) (*claim
 			if c.UID == string(sq.UID) {
 				continue
 			}
-			cand := claimedBy(c)
+			cand := claimedBy(c, sq)
 			if !older(cand.queue, sq) {
 				continue
 			}
@@ -167,13 +173,13 @@ func (r *ShareQueueReconciler) releaseClaimsOf(ctx context.Context, key types.Na
 // claimed topic or group, other than the claimant: one may now have to yield (an older
 // claim) or may take over (a release).
 func (r *ShareQueueReconciler) claimChanged(c kafka.Claim, _ bool) {
-	index := topicNameIndex
-	if c.Kind == kafka.ClaimGroup {
-		index = groupIDIndex
-	}
 	var list kqv1.ShareQueueList
-	if err := r.List(context.Background(), &list, client.MatchingFields{index: c.Name}); err != nil {
-		return
+	for _, k := range claimKeys {
+		if k.kind == c.Kind {
+			if err := r.List(context.Background(), &list, client.MatchingFields{k.index: c.Name}); err != nil {
+				return
+			}
+		}
 	}
 	for i := range list.Items {
 		if string(list.Items[i].UID) == c.UID {

@@ -648,7 +648,10 @@ func (r *ShareQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	for name, fn := range indexes {
 		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &kqv1.ShareQueue{}, name, func(o client.Object) []string {
-			return []string{fn(o.(*kqv1.ShareQueue))}
+			if v := fn(o.(*kqv1.ShareQueue)); v != "" {
+				return []string{v}
+			}
+			return nil
 		}); err != nil {
 			return err
 		}

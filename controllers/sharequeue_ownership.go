@@ -16,19 +16,45 @@ import (
 
 // Indexes of ShareQueues by the Kafka names they resolve to (defaults applied).
 const (
-	topicNameIndex = "kafka.topicName"
-	groupIDIndex   = "kafka.groupId"
+	topicNameIndex      = "kafka.topicName"
+	groupIDIndex        = "kafka.groupId"
+	topicCollisionIndex = "kafka.topicCollisionName"
 )
 
-// claimKeys are the Kafka names a ShareQueue claims on its cluster, each with its cache
-// index: ownership, its watch and kqctl plan all read them from here.
-var claimKeys = []struct {
+// claimKey is one Kafka name a ShareQueue claims on its cluster, with its cache index and
+// its kind in the claims topic. of returns "" when the queue claims no such name.
+type claimKey struct {
 	index string
 	what  string
+	kind  kafka.ClaimKind
 	of    func(*kqv1.ShareQueue) string
-}{
-	{topicNameIndex, "topic", (*kqv1.ShareQueue).KafkaTopicName},
-	{groupIDIndex, "group", (*kqv1.ShareQueue).KafkaGroupID},
+}
+
+// claimKeys are the Kafka names a ShareQueue claims on its cluster: ownership, its watch,
+// the claims topic and kqctl plan all read them from here. The topic's collision name makes
+// "orders.eu" and "orders_eu" one claim: Kafka allows only one of them (TopicCollisionName).
+var claimKeys = []claimKey{
+	{topicNameIndex, "topic", kafka.ClaimTopic, (*kqv1.ShareQueue).KafkaTopicName},
+	{groupIDIndex, "group", kafka.ClaimGroup, (*kqv1.ShareQueue).KafkaGroupID},
+	{topicCollisionIndex, "topic collision name", kafka.ClaimTopicCollision, topicCollisionName},
+}
+
+// topicCollisionName is the collision name of sq's topic, "" when it has neither '.' nor '_'.
+func topicCollisionName(sq *kqv1.ShareQueue) string {
+	name, _ := kafka.TopicCollisionName(sq.KafkaTopicName())
+	return name
+}
+
+// claimed describes, for a Conflict message, other's claim on k as sq sees it.
+func (k claimKey) claimed(sq, other *kqv1.ShareQueue) string {
+	if k.kind != kafka.ClaimTopicCollision {
+		return k.what + " " + k.of(sq)
+	}
+	theirs := "a topic"
+	if other != nil && other.KafkaTopicName() != "" {
+		theirs = "topic " + other.KafkaTopicName()
+	}
+	return fmt.Sprintf("%s, whose name collides with this queue's topic %s (Kafka refuses two topic names that differ only in '.' and '_': its metric names replace '.' with '_'),", theirs, sq.KafkaTopicName())
 }
 
 // claimant is another ShareQueue that names the same topic or group.
@@ -68,6 +94,9 @@ func sameKafka(ctx context.Context, c client.Reader, kc *kqv1.KafkaCluster, ns, 
 func (r *ShareQueueReconciler) claimants(ctx context.Context, sq *kqv1.ShareQueue, kc *kqv1.KafkaCluster) ([]claimant, error) {
 	lists := make([][]kqv1.ShareQueue, len(claimKeys))
 	for i, k := range claimKeys {
+		if k.of(sq) == "" {
+			continue
+		}
 		var list kqv1.ShareQueueList
 		if err := r.List(ctx, &list, client.MatchingFields{k.index: k.of(sq)}); err != nil {
 			return nil, err
@@ -83,7 +112,7 @@ func claimantsIn(ctx context.Context, c client.Reader, sq *kqv1.ShareQueue, kc *
 	lists := make([][]kqv1.ShareQueue, len(claimKeys))
 	for i, k := range claimKeys {
 		for _, o := range all {
-			if k.of(&o) == k.of(sq) {
+			if k.of(sq) != "" && k.of(&o) == k.of(sq) {
 				lists[i] = append(lists[i], o)
 			}
 		}
@@ -104,7 +133,7 @@ func claimantsAmong(ctx context.Context, c client.Reader, sq *kqv1.ShareQueue, k
 			}
 			if sameCluster(ctx, c, sq, kc, o) {
 				seen[o.UID] = true
-				out = append(out, claimant{queue: o, what: k.what + " " + k.of(sq)})
+				out = append(out, claimant{queue: o, what: k.claimed(sq, o)})
 			}
 		}
 	}
@@ -175,7 +204,7 @@ func (r *ShareQueueReconciler) sharersOf(ctx context.Context, o client.Object) [
 	var reqs []reconcile.Request
 	for _, k := range claimKeys {
 		var list kqv1.ShareQueueList
-		if err := r.List(ctx, &list, client.MatchingFields{k.index: k.of(sq)}); err != nil {
+		if k.of(sq) == "" || r.List(ctx, &list, client.MatchingFields{k.index: k.of(sq)}) != nil {
 			continue
 		}
 		for _, other := range list.Items {

@@ -476,6 +476,16 @@ metadata: {name: aa-second}
 spec: {clusterRef: {name: local}, topic: {name: kq-adv-tie}}
 ---
 apiVersion: kafkaqueues.io/v1alpha1
+kind: ShareQueue
+metadata: {name: coll-dot}
+spec: {clusterRef: {name: local}, topic: {name: kq-adv.coll}}
+---
+apiVersion: kafkaqueues.io/v1alpha1
+kind: ShareQueue
+metadata: {name: coll-under}
+spec: {clusterRef: {name: local}, topic: {name: kq-adv_coll}}
+---
+apiVersion: kafkaqueues.io/v1alpha1
 kind: DeadLetterRoute
 metadata: {name: zz-first-dlq}
 spec: {queueRef: {name: zz-first}, mode: Republisher}
@@ -495,6 +505,11 @@ spec: {queueRef: {name: zz-first}, mode: Republisher}
 			t.Errorf("aa-second is first by name and owns the topic:\n%s", s)
 		}
 		mustContain(t, section(out, "DeadLetterRoute kq-adv/zz-first-dlq"), "CONFLICT: ShareQueue zz-first does not own its topic or group")
+		// Topic names that differ only in '.' and '_' (issue 30, case 5): Kafka allows one.
+		mustContain(t, section(out, "ShareQueue kq-adv/coll-under"), "CONFLICT: topic kq-adv.coll, whose name collides with this queue's topic kq-adv_coll")
+		if s := section(out, "ShareQueue kq-adv/coll-dot"); strings.Contains(s, "CONFLICT") {
+			t.Errorf("coll-dot is first by name and owns the collision name:\n%s", s)
+		}
 	}
 
 	// A live queue with a live BrokerNative route; a new Republisher route loses, so the
