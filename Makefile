@@ -65,7 +65,7 @@ vet: ## Run go vet.
 ##@ Local rig (no Docker)
 
 .PHONY: rig-bins
-rig-bins: ## Build kube-apiserver + etcd and resolve the Kafka jars (cached in $KQO_CACHE, default ~/.cache/kafka-queue-operator).
+rig-bins: ## Build kube-apiserver, etcd and kubectl and resolve the Kafka jars (cached in $KQO_CACHE, default ~/.cache/kafka-queue-operator).
 	hack/build-envtest-bins.sh
 	hack/kafka-classpath.sh $(KAFKA_VERSION)
 
@@ -95,7 +95,7 @@ test-node: node-bins ## End to end on a real node (root): the chart's image and 
 	go test -tags nodee2e -count=1 -timeout 30m -v ./test/node/
 
 .PHONY: test-fast
-test-fast: ## The development loop (a few minutes warm): unit tests, pure plan and status tables, fuzz seeds (-short everywhere), and the CEL rules on a real apiserver.
+test-fast: ## The development loop (1½–2 minutes warm): unit tests, pure plan and status tables, fuzz seeds (-short everywhere), and the CEL rules on a real apiserver.
 	go test -short -count=1 -shuffle=on ./...
 	go test -count=1 -shuffle=on ./api/...
 

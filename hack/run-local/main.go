@@ -26,7 +26,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
@@ -34,6 +36,10 @@ import (
 )
 
 func main() {
+	// The manager runs as its own process with its own log; this program prints what it
+	// checks. controller-runtime's packages used here (envtest) log nothing useful, and
+	// without a logger they print a stack trace warning about the missing one.
+	ctrllog.SetLogger(logr.Discard())
 	keep := flag.Bool("keep", false, "keep the rig and the manager running after the check, until Ctrl-C")
 	timeout := flag.Duration("timeout", 3*time.Minute, "how long to wait for the samples to settle")
 	kafkaVersion := flag.String("kafka-version", rig.DefaultKafkaVersion, "Apache Kafka release to run")
