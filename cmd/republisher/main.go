@@ -301,10 +301,11 @@ func saslSettings(sec security) (kafka.SASLSettings, error) {
 
 // health answers the kubelet's probes. /healthz: 200 while the process serves. /readyz: 200
 // once the application API accepts connections, 503 before that, while problem reports one
-// (the queue's group id names a group of another type, or the group's
-// share.delivery.count.limit leaves no attempt to reserve: republisher.Unready) and again once
-// shutdown begins; the webhook points the sidecar's startupProbe at it, so a native sidecar
-// holds the application's containers back until its API answers and its group is usable.
+// (the queue's group id names a group of another type, the group's
+// share.delivery.count.limit leaves no attempt to reserve, or no member reaches the brokers:
+// republisher.Unready) and again once shutdown begins; the webhook points the sidecar's
+// startupProbe at it, so a native sidecar holds the application's containers back until its
+// API answers and its group is usable.
 type health struct {
 	ready   atomic.Bool
 	problem func() string // nil: none

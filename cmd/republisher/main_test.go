@@ -115,7 +115,7 @@ func buildBinary(t *testing.T) string {
 }
 
 // baseEnv configures a republisher whose brokers do not exist: it starts and serves anyway
-// (the members connect in the background), which is all the probes need.
+// (the members connect in the background), and its /readyz says why it is not ready.
 func baseEnv() []string {
 	return []string{"KQO_BOOTSTRAP_SERVERS=127.0.0.1:1", "KQO_TOPIC=t", "KQO_GROUP=g", "KQO_DEAD_LETTER_TOPIC=dlq.t"}
 }
@@ -148,10 +148,15 @@ func TestBinaryServesProbes(t *testing.T) {
 			}
 			exited := make(chan error, 1)
 			go func() { exited <- cmd.Wait() }()
+			// Served, and not ready: nothing answers at the bootstrap address (issue 30, case 8:
+			// it said 200 and the application started against an unreachable cluster).
 			deadline := time.Now().Add(30 * time.Second)
 			for {
-				code, _ := get(t, "http://"+aux+"/readyz")
+				code, body := get(t, "http://"+aux+"/readyz")
 				if code == http.StatusOK {
+					t.Fatalf("/readyz 200 with no broker at the bootstrap address")
+				}
+				if code == http.StatusServiceUnavailable && strings.Contains(body, "connection refused") {
 					break
 				}
 				if code != 0 && code != http.StatusServiceUnavailable {
@@ -159,7 +164,7 @@ func TestBinaryServesProbes(t *testing.T) {
 				}
 				if time.Now().After(deadline) {
 					_ = cmd.Process.Kill()
-					t.Fatalf("/readyz never 200 (last %d)\n%s", code, stderr.String())
+					t.Fatalf("/readyz never named the refused connection (last %d %q)\n%s", code, body, stderr.String())
 				}
 				time.Sleep(20 * time.Millisecond)
 			}

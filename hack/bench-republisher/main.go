@@ -414,6 +414,14 @@ func sidecar(ctx context.Context, cfg kafka.Config, topic, ackType string, p par
 	srv := httptest.NewServer(rp.Handler())
 	defer srv.Close()
 	app := &republisher.Client{BaseURL: srv.URL}
+	// As the injected sidecar's startup probe does: the application starts once a member
+	// reaches the brokers (a receive before that is refused, not answered empty).
+	for rp.Unready() != "" {
+		if time.Since(start) > 2*time.Minute {
+			return 0, 0, fmt.Errorf("%s: the republisher not ready after 2m: %s", topic, rp.Unready())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	var done atomic.Int64
 	errc := make(chan error, p.workers)
 	for w := 0; w < p.workers; w++ {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // AckType is how a share-group record is acknowledged (KIP-932 AcknowledgeType, plus
@@ -72,7 +74,8 @@ func (r *ShareRecord) Ack(t AckType) { r.rec.Ack(t.kgo()) }
 // KIP-932). Records from a Poll must all get a terminal ack before the next Poll: the client
 // accepts whatever is left when it polls again.
 type ShareMember struct {
-	cl *kgo.Client
+	cl     *kgo.Client
+	health *memberHealth
 
 	// mu guards the ack-result log and the waiters of Acknowledge. log holds the brokers'
 	// per-partition answers (kgo.ShareAckCallback) in arrival order; logBase is the absolute
@@ -132,9 +135,9 @@ func NewShareMember(cfg Config, group, topic string, maxRecords int32, fetchWait
 	if err != nil {
 		return nil, err
 	}
-	m := &ShareMember{}
+	m := &ShareMember{health: &memberHealth{}}
 	opts = append(opts, kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.ShareMaxRecords(maxRecords), kgo.ShareMaxRecordsStrict(),
-		kgo.FetchMaxWait(fetchWait), kgo.ShareAckCallback(m.onAckResults))
+		kgo.FetchMaxWait(fetchWait), kgo.ShareAckCallback(m.onAckResults), kgo.WithHooks(m.health))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: share member: %w", err)
@@ -275,6 +278,85 @@ func (m *ShareMember) Poll(ctx context.Context, max int) ([]*ShareRecord, error)
 		return nil, errors.Join(errs...)
 	}
 	return out, nil
+}
+
+// Connected reports whether the member reaches its brokers: they answered one of its share
+// group heartbeats or fetches after its last failure to reach them, and the group reported
+// no management error in the last groupErrorHold. When it does not, problem is the failure
+// (a refused or failed connection, SASL authentication refused, a request without an answer,
+// a group management error such as GROUP_AUTHORIZATION_FAILED), or nil while nothing has
+// failed and nothing was answered yet (joining). franz-go retries such failures quietly, and
+// its polls meanwhile return no records, which looks like an empty queue. (A share member
+// fetches only when polled, so a fetch cannot be awaited before the application polls.)
+func (m *ShareMember) Connected() (ok bool, problem error) {
+	return m.health.state(time.Now())
+}
+
+// groupErrorHold is how long a group management error keeps a member from counting as
+// connected: the heartbeat that carried it was answered, so answers alone cannot clear it.
+const groupErrorHold = 15 * time.Second
+
+// memberHealth follows, through franz-go's hooks, whether a share member reaches the brokers.
+type memberHealth struct {
+	mu                  sync.Mutex
+	answered            time.Time // the last heartbeat or fetch the brokers answered
+	failed, groupFailed time.Time
+	failure, groupErr   error
+}
+
+var (
+	_ kgo.HookBrokerConnect    = (*memberHealth)(nil)
+	_ kgo.HookBrokerE2E        = (*memberHealth)(nil)
+	_ kgo.HookGroupManageError = (*memberHealth)(nil)
+)
+
+// OnBrokerConnect implements kgo.HookBrokerConnect: err covers the dial and the connection's
+// initialization, SASL included.
+func (h *memberHealth) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if err != nil && !closing(err) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.failed, h.failure = time.Now(), fmt.Errorf("connecting to broker %s:%d: %w", meta.Host, meta.Port, err)
+	}
+}
+
+// OnBrokerE2E implements kgo.HookBrokerE2E.
+func (h *memberHealth) OnBrokerE2E(meta kgo.BrokerMetadata, key int16, e kgo.BrokerE2E) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case e.Err() != nil && !closing(e.Err()):
+		h.failed, h.failure = time.Now(), fmt.Errorf("%s to broker %s:%d: %w", kmsg.NameForKey(key), meta.Host, meta.Port, e.Err())
+	case e.Err() == nil && (key == kmsg.ShareGroupHeartbeat.Int16() || key == kmsg.ShareFetch.Int16()):
+		h.answered = time.Now()
+	}
+}
+
+// OnGroupManageError implements kgo.HookGroupManageError.
+func (h *memberHealth) OnGroupManageError(err error) {
+	if closing(err) {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.groupFailed, h.groupErr = time.Now(), fmt.Errorf("share group heartbeat: %w", err)
+}
+
+// closing reports an error of the member's own shutdown.
+func closing(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed)
+}
+
+func (h *memberHealth) state(now time.Time) (bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.groupErr != nil && now.Sub(h.groupFailed) < groupErrorHold:
+		return false, h.groupErr
+	case !h.answered.IsZero() && !h.answered.Before(h.failed):
+		return true, nil
+	}
+	return false, h.failure
 }
 
 // Flush sends every pending acknowledgement and waits for the brokers' answers (their

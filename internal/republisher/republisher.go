@@ -17,6 +17,7 @@
 package republisher
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -229,6 +230,9 @@ type Republisher struct {
 	opened    chan struct{}
 	stopOpen  context.CancelFunc
 	problem   string
+	// openErr (under mu) is why the last attempt to open the members failed (the group type
+	// check or the members' creation), nil once they are open.
+	openErr error
 	// limitObserved (under mu) is set once the brokers' limit was read.
 	limitObserved bool
 
@@ -441,11 +445,40 @@ func (r *Republisher) setLimit(l int32, src kafka.ConfigSource, first bool) {
 // below 2, leaving no attempt to reserve for the dead-letter write.
 func (r *Republisher) Unready() string {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.problem != "" {
-		return r.problem
+	problem := cmp.Or(r.problem, r.limitProblem)
+	r.mu.Unlock()
+	return cmp.Or(problem, r.fetchProblem())
+}
+
+// fetchProblem says why no member of the group can fetch ("" when one can): the members are
+// not created yet (and why), none has been answered by the brokers yet (joining the group),
+// or the last failure to reach them (kafka.ShareMember.Connected). franz-go retries a
+// refused connection or authentication quietly while its polls return nothing, so without
+// this an unreachable cluster looked like an empty queue.
+func (r *Republisher) fetchProblem() string {
+	r.mu.Lock()
+	members, openErr := r.members, r.openErr
+	r.mu.Unlock()
+	if len(members) == 0 {
+		if openErr != nil {
+			return fmt.Sprintf("the members of share group %s are not created yet: %v", r.opts.Group, openErr)
+		}
+		return fmt.Sprintf("the members of share group %s are not created yet (reading the group's %s and checking its type)", r.opts.Group, DeliveryCountLimitConfig)
 	}
-	return r.limitProblem
+	var last error
+	for _, m := range members {
+		ok, err := m.m.Connected()
+		if ok {
+			return ""
+		}
+		if err != nil {
+			last = err
+		}
+	}
+	if last == nil {
+		return fmt.Sprintf("no member of share group %s has been answered by the brokers yet (joining the group)", r.opts.Group)
+	}
+	return fmt.Sprintf("no member of share group %s can fetch from the brokers: %v", r.opts.Group, last)
 }
 
 // openMembers joins the share group once the group id is known not to be another type's.
@@ -476,10 +509,11 @@ func (r *Republisher) openMembers(ctx context.Context, cfg kafka.Config) {
 			members, err := r.newMembers(cfg)
 			if err == nil {
 				r.mu.Lock()
-				r.members, r.problem = members, ""
+				r.members, r.problem, r.openErr = members, "", nil
 				r.mu.Unlock()
 				return
 			}
+			r.setOpenErr(fmt.Errorf("creating the members: %w", err))
 			slog.Error("cannot create the share-group members; retrying", "group", r.opts.Group, "error", err, "retryIn", delay)
 		case err == nil:
 			problem = kafka.NotShareGroupMessage(r.opts.Group, types[r.opts.Group])
@@ -488,6 +522,7 @@ func (r *Republisher) openMembers(ctx context.Context, cfg kafka.Config) {
 			if ctx.Err() != nil {
 				return
 			}
+			r.setOpenErr(fmt.Errorf("checking that the group is a share group: %w", err))
 			slog.Warn("cannot check that the group is a share group; retrying", "group", r.opts.Group, "error", err, "retryIn", delay)
 		}
 		r.mu.Lock()
@@ -504,6 +539,12 @@ func (r *Republisher) openMembers(ctx context.Context, cfg kafka.Config) {
 		}
 		delay = min(2*delay, limit)
 	}
+}
+
+func (r *Republisher) setOpenErr(err error) {
+	r.mu.Lock()
+	r.openErr = err
+	r.mu.Unlock()
 }
 
 func (r *Republisher) newMembers(cfg kafka.Config) ([]*member, error) {
@@ -528,6 +569,11 @@ func (r *Republisher) Problem() string {
 	defer r.mu.Unlock()
 	return r.problem
 }
+
+// ErrCannotFetch is returned (wrapped, with the cause) by Receive when it got no records
+// while no member of the group could fetch from the brokers: an empty answer would tell the
+// application that the queue is empty.
+var ErrCannotFetch = errors.New("republisher: cannot fetch from the brokers")
 
 // ErrShuttingDown is returned by Receive once Drain or Shutdown has begun.
 var ErrShuttingDown = errors.New("republisher: shutting down")
@@ -554,8 +600,11 @@ func (r *Republisher) Receive(ctx context.Context, max int, wait time.Duration) 
 	defer cancel()
 	defer context.AfterFunc(r.pollCtx, cancel)()
 	mem, err := r.takeMember(ctx)
-	if err != nil || mem == nil {
+	if err != nil {
 		return nil, err
+	}
+	if mem == nil {
+		return nil, r.cannotFetch()
 	}
 	var recs []*kafka.ShareRecord
 	for len(recs) == 0 && ctx.Err() == nil {
@@ -563,6 +612,10 @@ func (r *Republisher) Receive(ctx context.Context, max int, wait time.Duration) 
 			r.releaseMember(mem)
 			return nil, err
 		}
+	}
+	if len(recs) == 0 {
+		r.releaseMember(mem)
+		return nil, r.cannotFetch()
 	}
 	// A record whose lock ran out while it waited inside the client (fetched after an earlier
 	// receive gave up) is no longer ours: give it back rather than hand out a stale attempt.
@@ -621,6 +674,22 @@ func (r *Republisher) Receive(ctx context.Context, max int, wait time.Duration) 
 		return nil, ErrShuttingDown
 	}
 	return out, nil
+}
+
+// cannotFetch is Receive's answer when a poll ended without records: nil (an empty queue)
+// while a member can fetch, ErrCannotFetch naming the cause otherwise, ErrShuttingDown once
+// Drain has begun.
+func (r *Republisher) cannotFetch() error {
+	r.mu.Lock()
+	draining := r.draining
+	r.mu.Unlock()
+	if draining {
+		return ErrShuttingDown
+	}
+	if p := r.fetchProblem(); p != "" {
+		return fmt.Errorf("%w: %s", ErrCannotFetch, p)
+	}
+	return nil
 }
 
 // supersedeLocked drops a held entry whose record the brokers have delivered again under the
