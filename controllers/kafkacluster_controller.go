@@ -303,6 +303,10 @@ func notConnected(st *kqv1.KafkaClusterStatus, gen int64, reason, msg string) co
 // probe reads everything planCluster needs.
 func (r *KafkaClusterReconciler) probe(ctx context.Context, cl *kafka.Client) (clusterProbe, error) {
 	var pr clusterProbe
+	// The pooled client's connections stay authenticated after the credentials stop working.
+	if err := cl.CheckCredentials(ctx); err != nil {
+		return pr, err
+	}
 	info, err := cl.DescribeCluster(ctx)
 	if err != nil {
 		return pr, err

@@ -8,12 +8,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Config is how to reach one cluster.
@@ -132,6 +134,37 @@ func NewClient(cfg Config) (*Client, error) {
 // token, AWS_MSK_IAM credentials) when no later attempt succeeded; nil otherwise. A request
 // that timed out while connecting reports only the deadline; this says why.
 func (c *Client) AuthError() error { return c.auth.last() }
+
+// CheckCredentials authenticates again: it opens a new connection to a seed broker with the
+// client's settings (TLS, SASL) and sends a Metadata request on it. The client's own
+// connections stay authenticated after the credentials stop working (a password changed at
+// the brokers; Kafka re-authenticates a connection only with connections.max.reauth.ms), so
+// only a new connection shows it. Nil without SASL.
+func (c *Client) CheckCredentials(ctx context.Context) (err_ error) {
+	if c.cfg.SASL == nil {
+		return nil
+	}
+	start := time.Now()
+	defer func() { c.record("SaslAuthenticate", start, err_) }()
+	opts, af, err := baseOpts(Config{BootstrapServers: c.cfg.BootstrapServers, ClientID: c.cfg.ClientID, TLS: c.cfg.TLS, SASL: c.cfg.SASL})
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.RetryTimeout(c.timeout))...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{}
+	if _, err := req.RequestWith(ctx, cl); err != nil {
+		if ae := af.last(); ae != nil && !strings.Contains(err.Error(), ae.Error()) {
+			err = fmt.Errorf("%w (last authentication attempt: %v)", err, ae)
+		}
+		return wrap("authenticating a new connection", "", err)
+	}
+	return nil
+}
 
 // Close releases the client's connections, its claims views' included.
 func (c *Client) Close() {
