@@ -466,3 +466,41 @@ func TestRedriveLoopRefusedBrokerNative(t *testing.T) {
 		t.Errorf("RecordsRefused %+v", c)
 	}
 }
+
+// Issue 30, case 7: a redrive of a route in Conflict waited with "has not resolved its
+// dead-letter topic yet", as if it would start soon. It waits naming the route's Conflict and
+// saying it starts only once the route is Ready; it starts when the other route goes.
+func TestRedriveOfARouteInConflictSaysSo(t *testing.T) {
+	t.Parallel()
+	r := startRig(t)
+	ns, _, _ := r.redriveFixture(t)
+	ctx := ctxFor(t)
+	second := &kqv1.DeadLetterRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "work-dead-2"}, Spec: kqv1.DeadLetterRouteSpec{
+		QueueRef: kqv1.QueueReference{Name: "work"}, Mode: kqv1.DeadLetterModeRepublisher}}
+	if err := r.k8s.Create(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	r.waitRoute(t, second, kqv1.ConditionConflict, metav1.ConditionTrue)
+	dr := &kqv1.DeadLetterRedrive{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "from-conflict"}, Spec: kqv1.DeadLetterRedriveSpec{
+		RouteRef: kqv1.RouteReference{Name: "work-dead-2"}}}
+	if err := r.k8s.Create(ctx, dr); err != nil {
+		t.Fatal(err)
+	}
+	got := r.waitRedrive(t, client.ObjectKeyFromObject(dr), kqv1.RedrivePending, 60*time.Second)
+	eventually(t, 30*time.Second, func() string {
+		if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(dr), got); err != nil {
+			return err.Error()
+		}
+		c := findCondition(got.Status.Conditions, kqv1.ConditionComplete)
+		if c == nil || !strings.Contains(c.Message, "Ready=False/"+kqv1.ReasonConflict) || !strings.Contains(c.Message, "never while that lasts") {
+			return fmt.Sprintf("Complete condition %+v does not name the route's Conflict and when the redrive can start", c)
+		}
+		return ""
+	})
+	// The first route goes: the second takes over the queue and the redrive runs.
+	if err := r.k8s.Delete(ctx, &kqv1.DeadLetterRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "work-dead"}}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitRoute(t, second, kqv1.ConditionReady, metav1.ConditionTrue)
+	r.waitRedrive(t, client.ObjectKeyFromObject(dr), kqv1.RedriveComplete, 90*time.Second)
+}
