@@ -9,6 +9,8 @@ KAFKA_VERSION ?= 4.4.0
 GO_TEST_P ?= 2
 GO_TEST_PARALLEL ?= 8
 SHUFFLE ?= $(shell date +%s)
+# Expanded once: the seed printed is the seed used.
+SHUFFLE := $(SHUFFLE)
 GO_TEST_FLAGS ?= -p $(GO_TEST_P) -parallel $(GO_TEST_PARALLEL) -count=1 -shuffle=$(SHUFFLE) -timeout 45m
 # Where make test writes `go test -json` (gotestsum --jsonfile) for hack/testtimes.
 TEST_TIMES ?= tmp/test-times
@@ -82,7 +84,7 @@ run-local: rig-bins ## Main job: apiserver + Kafka broker + manager + samples, t
 
 .PHONY: test
 test: rig-bins node-bins verify ## Run every test: unit, CEL on a real apiserver, integration against real brokers and the end-to-end test on a real node (test/node, -tags nodee2e; root), in a shuffled order; prints the 20 slowest tests (SHUFFLE=seed replays an order).
-	@mkdir -p $(TEST_TIMES); rm -f $(TEST_TIMES)/*.json
+	@mkdir -p $(TEST_TIMES); rm -f $(TEST_TIMES)/go-test.json $(TEST_TIMES)/alone.json
 	@echo "shuffle seed: $(SHUFFLE) (replay this order: make test SHUFFLE=$(SHUFFLE))"
 	@rc=0; \
 	$(GOTESTSUM) --format pkgname-and-test-fails --format-hide-empty-pkg --jsonfile $(TEST_TIMES)/go-test.json -- -tags nodee2e $(GO_TEST_FLAGS) -skip '$(ALONE_TESTS)' $(TEST_PKGS) || rc=$$?; \
@@ -101,6 +103,7 @@ test-fast: ## The development loop (1½–2 minutes warm): unit tests, pure plan
 
 .PHONY: test-times
 test-times: ## Per-package wall time and the 20 slowest tests of the last make test (TEST_TIMES); BEFORE=file.json adds an earlier run's column.
+	@ls $(TEST_TIMES)/*.json >/dev/null 2>&1 || { echo "no go test -json files in $(TEST_TIMES): run make test first"; exit 1; }
 	go run ./hack/testtimes $(if $(BEFORE),-before $(BEFORE)) $(TEST_TIMES)/*.json
 
 .PHONY: test-unit

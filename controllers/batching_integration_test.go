@@ -50,6 +50,9 @@ func TestBatchedQueuesKeepTheirOwnErrors(t *testing.T) {
 		Delivery:   kqv1.DeliverySpec{LockDuration: &metav1.Duration{Duration: 40 * time.Second}},
 	}}
 	all := append(append([]*kqv1.ShareQueue{}, queues...), badCreate, badAlter)
+	for _, sq := range all {
+		sq.Spec.GroupID = sq.Name + "-" + ns // groups of their own (rule 1: -count=2 reuses the names)
+	}
 
 	before := r.counter.Snapshot()
 	var wg sync.WaitGroup

@@ -40,7 +40,7 @@ func buildPlugin(t *testing.T) *pluginPath {
 		_, err = os.Stat(kubectl)
 	}
 	if err != nil {
-		if os.Getenv(rig.RequireEnv) != "" {
+		if rig.RigRequired() {
 			t.Fatalf("kubectl (hack/build-envtest-bins.sh): %v", err)
 		}
 		t.Skipf("no kubectl from hack/build-envtest-bins.sh: %v", err)

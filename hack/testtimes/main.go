@@ -20,6 +20,7 @@ import (
 
 // event is one line of `go test -json` (cmd/test2json).
 type event struct {
+	Time    time.Time
 	Action  string
 	Package string
 	Test    string
@@ -34,6 +35,7 @@ type run struct {
 
 type pkg struct {
 	name    string
+	last    time.Time // the package's last event
 	elapsed time.Duration
 	result  string // pass, fail, skip; "" when the package never finished (killed, timed out)
 	tests   int    // top-level tests that ran (pass or fail)
@@ -42,8 +44,9 @@ type pkg struct {
 
 type test struct {
 	pkg, name string
+	started   time.Time
 	elapsed   time.Duration
-	result    string
+	result    string // pass, fail, skip; "unfinished" for a test that started and never ended
 }
 
 func main() {
@@ -83,6 +86,7 @@ func readRuns(files []string) (*run, error) {
 			return nil, err
 		}
 	}
+	r.finish()
 	return r, nil
 }
 
@@ -117,8 +121,18 @@ func (r *run) add(e event) {
 		p = &pkg{name: e.Package}
 		r.pkgs[e.Package] = p
 	}
+	if e.Time.After(p.last) {
+		p.last = e.Time
+	}
 	switch e.Action {
 	case "pass", "fail", "skip":
+	case "run":
+		// A test killed with its package (-timeout, a signal) has no end event: it stays
+		// unfinished, timed from its start to the package's last event (finish).
+		if k := e.Package + " " + e.Test; e.Test != "" && r.tests[k] == nil {
+			r.tests[k] = &test{pkg: e.Package, name: e.Test, started: e.Time, result: "unfinished"}
+		}
+		return
 	default:
 		return
 	}
@@ -139,6 +153,15 @@ func (r *run) add(e event) {
 		}
 	}
 	r.tests[e.Package+" "+e.Test] = &test{pkg: e.Package, name: e.Test, elapsed: d, result: e.Action}
+}
+
+// finish times the unfinished tests up to their package's last event.
+func (r *run) finish() {
+	for _, t := range r.tests {
+		if p := r.pkgs[t.pkg]; t.result == "unfinished" && p != nil && !t.started.IsZero() && p.last.After(t.started) {
+			t.elapsed = p.last.Sub(t.started)
+		}
+	}
 }
 
 func (r *run) total() time.Duration {
@@ -235,14 +258,27 @@ func printSlowest(w io.Writer, r *run, top int, subtests bool) {
 	for _, t := range ts {
 		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", t.name, strings.TrimPrefix(t.pkg, "github.com/kafkaqueues/kafka-queue-operator/"), secs(t.elapsed), t.result)
 	}
+	var unfinished []string
+	for _, t := range r.tests {
+		if t.result == "unfinished" && !strings.Contains(t.name, "/") {
+			unfinished = append(unfinished, fmt.Sprintf("%s (%s, %s)", t.name, strings.TrimPrefix(t.pkg, "github.com/kafkaqueues/kafka-queue-operator/"), secs(t.elapsed)))
+		}
+	}
+	if len(unfinished) > 0 {
+		sort.Strings(unfinished)
+		fmt.Fprintf(w, "\nNever finished (the package was killed or timed out): %s\n", strings.Join(unfinished, ", "))
+	}
 }
 
 func pkgTime(p *pkg) string {
 	if p == nil {
 		return "–"
 	}
-	if p.result == "" {
+	switch p.result {
+	case "":
 		return "unfinished"
+	case "fail":
+		return secs(p.elapsed) + " (fail)"
 	}
 	return secs(p.elapsed)
 }

@@ -51,3 +51,44 @@ not json: go build output
 		t.Errorf("slowest:\n%s", s)
 	}
 }
+
+// A package killed by -timeout: its running test has a run event and no end. It is listed as
+// never finished, timed to the package's last event, and the before/after table marks the
+// failed package instead of reading its shorter time as a speed-up.
+func TestUnfinishedTestsAndFailedPackagesShow(t *testing.T) {
+	dir := t.TempDir()
+	killed := `{"Time":"2026-12-03T10:00:00Z","Action":"run","Package":"m/k","Test":"TestHangs"}
+{"Time":"2026-12-03T10:00:01Z","Action":"run","Package":"m/k","Test":"TestFine"}
+{"Time":"2026-12-03T10:00:02Z","Action":"pass","Package":"m/k","Test":"TestFine","Elapsed":1}
+{"Time":"2026-12-03T10:00:25Z","Action":"output","Package":"m/k","Output":"panic: test timed out after 25s\n"}
+{"Time":"2026-12-03T10:00:25Z","Action":"fail","Package":"m/k","Elapsed":25}
+`
+	before := `{"Action":"pass","Package":"m/k","Test":"TestHangs","Elapsed":40}
+{"Action":"pass","Package":"m/k","Elapsed":41}
+`
+	a, b := filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json")
+	if err := os.WriteFile(a, []byte(killed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(b, []byte(before), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	after, err := readRuns([]string{a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev, err := readRuns([]string{b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	printSlowest(&out, after, 5, false)
+	if s := out.String(); !strings.Contains(s, "| TestHangs | m/k | 25.0 s | unfinished |") || !strings.Contains(s, "Never finished (the package was killed or timed out): TestHangs (m/k, 25.0 s)") {
+		t.Errorf("slowest:\n%s", s)
+	}
+	out.Reset()
+	printPackages(&out, prev, after)
+	if s := out.String(); !strings.Contains(s, "| m/k | 41.0 s | 25.0 s (fail) |") {
+		t.Errorf("packages:\n%s", s)
+	}
+}

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -414,16 +415,20 @@ func TestCheckHoldsWithOneOfThreeBrokersStopped(t *testing.T) {
 		}
 		return ""
 	})
-	rep, err = Check(ctx, s.k8s, Options{Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range rep.Findings {
-		t.Errorf("one broker of three stopped: %s", f)
-	}
-	for _, u := range rep.Unverifiable {
-		t.Errorf("one broker of three stopped, unverifiable: %s", u)
-	}
+	// No finding ever; unverifiable claims only while a group coordinator that was on the
+	// stopped broker moves (a join answered "unable to dial" once, on a loaded machine).
+	rig.Eventually(t, 60*time.Second, func() string {
+		if rep, err = Check(ctx, s.k8s, Options{Namespace: ns}); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range rep.Findings {
+			t.Fatalf("one broker of three stopped: %s", f)
+		}
+		if len(rep.Unverifiable) > 0 {
+			return fmt.Sprintf("one broker of three stopped, unverifiable: %v", rep.Unverifiable)
+		}
+		return ""
+	})
 	if rep.ClaimsByKind[KindShareQueue] == 0 || rep.ClaimsByKind[KindKafkaCluster] == 0 {
 		t.Errorf("claims compared: %v", rep.ClaimsByKind)
 	}

@@ -25,7 +25,7 @@ func TestContainerdImport(t *testing.T) {
 	// .ci/run installs containerd and runc (hack/install-node-deps.sh) and runs as root: there
 	// (KQO_REQUIRE_RIG) a missing one fails the test instead of skipping it.
 	skip := t.Skipf
-	if os.Getenv(rig.RequireEnv) != "" {
+	if rig.RigRequired() {
 		skip = t.Fatalf
 	}
 	for _, tool := range []string{"containerd", "ctr", "runc"} {

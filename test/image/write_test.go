@@ -177,7 +177,7 @@ func TestWriteRejectsBadSpecs(t *testing.T) {
 func TestSpecsWrite(t *testing.T) {
 	if _, err := os.Stat(HostCACertificates); err != nil {
 		// CI's machine has one (ca-certificates); there a missing bundle fails.
-		if os.Getenv(rig.RequireEnv) != "" {
+		if rig.RigRequired() {
 			t.Fatalf("this host has no CA bundle to copy: %v", err)
 		}
 		t.Skipf("this host has no CA bundle to copy: %v", err)

@@ -38,6 +38,7 @@ func StartAPIServerWithWebhooks(webhooks bool) (*envtest.Environment, *rest.Conf
 
 // startEnv starts env in one of the machine's start slots (acquireStartSlot).
 func startEnv(env *envtest.Environment, dir string) (*envtest.Environment, *rest.Config, error) {
+	isolateTemp()
 	release := acquireStartSlot("kube-apiserver")
 	defer release()
 	cfg, err := env.Start()

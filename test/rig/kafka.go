@@ -115,6 +115,7 @@ const startAttempts = 3
 // a few minutes, it logs each node's warnings, stops them and starts a fresh cluster (new
 // ports, new storage), up to startAttempts times; a node that exits fails at once.
 func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
+	isolateTemp()
 	if opts.Version == "" {
 		opts.Version = DefaultKafkaVersion
 	}

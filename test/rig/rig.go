@@ -6,6 +6,9 @@ package rig
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -29,15 +32,55 @@ var (
 )
 
 // EnvtestBinaries returns the directory holding kube-apiserver and etcd, building them on
-// first use (KUBEBUILDER_ASSETS wins when set).
+// first use (KUBEBUILDER_ASSETS wins when set). Like the built ones (hack/build-envtest-bins.sh),
+// binaries from KUBEBUILDER_ASSETS are run through wrappers that make them die with the test
+// process (setpriv --pdeathsig), so a killed test leaves no apiserver or etcd behind.
 func EnvtestBinaries() (string, error) {
-	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
-		return d, nil
-	}
 	envtestOnce.Do(func() {
+		if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
+			envtestDir, envtestErr = wrapAssets(d)
+			return
+		}
 		envtestDir, envtestErr = runScript("build-envtest-bins.sh")
 	})
 	return envtestDir, envtestErr
+}
+
+// wrapAssets writes, for each of etcd, kube-apiserver and kubectl in dir, a wrapper that runs
+// it under setpriv --pdeathsig KILL, into a directory of its own (by dir's path) under the temp
+// dir, and returns that directory; dir itself when setpriv is missing (with a warning).
+func wrapAssets(dir string) (string, error) {
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		fmt.Fprintf(os.Stderr, "rig: setpriv (util-linux) not found: the apiservers and etcds of %s will outlive a killed test\n", dir)
+		return dir, nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(abs))
+	out := filepath.Join(os.TempDir(), "kqo-wrapped-assets", hex.EncodeToString(sum[:6]))
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return "", err
+	}
+	for _, b := range []string{"etcd", "kube-apiserver", "kubectl"} {
+		bin := filepath.Join(abs, b)
+		if _, err := os.Stat(bin); err != nil {
+			continue
+		}
+		tmp, err := os.CreateTemp(out, b+".*")
+		if err != nil {
+			return "", err
+		}
+		_, werr := fmt.Fprintf(tmp, "#!/bin/sh\nexec setpriv --pdeathsig KILL %q \"$@\"\n", bin)
+		if err := errors.Join(werr, tmp.Chmod(0o755), tmp.Close()); err != nil {
+			return "", err
+		}
+		if err := os.Rename(tmp.Name(), filepath.Join(out, b)); err != nil {
+			return "", err
+		}
+	}
+	return out, nil
 }
 
 // KafkaClasspath resolves the broker classpath of a Kafka version (e.g. "4.4.0").

@@ -9,6 +9,15 @@ import (
 // needs the real apiserver or broker can never pass by skipping in CI.
 const RequireEnv = "KQO_REQUIRE_RIG"
 
+// RigRequired reports whether RequireEnv is set to anything but "", "0" or "false".
+func RigRequired() bool {
+	switch os.Getenv(RequireEnv) {
+	case "", "0", "false":
+		return false
+	}
+	return true
+}
+
 // SkipWithoutRig skips t under `go test -short` (the tests that need no apiserver or broker),
 // and fails it instead when RequireEnv is set.
 func SkipWithoutRig(t testing.TB, what string) {
@@ -16,7 +25,7 @@ func SkipWithoutRig(t testing.TB, what string) {
 	if !testing.Short() {
 		return
 	}
-	if os.Getenv(RequireEnv) != "" {
+	if RigRequired() {
 		t.Fatalf("%s is required (%s is set) but -short would skip it", what, RequireEnv)
 	}
 	t.Skip("-short: needs " + what)

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -50,6 +52,8 @@ type Suite struct {
 
 	once sync.Once
 	err  error
+	// mu keeps a signal's stop and the end of Run from running stop twice.
+	mu sync.Mutex
 
 	// Kafka is the shared cluster; Env and Config the apiserver; Client a client on it
 	// (the suite's Scheme); Kubeconfig a kubeconfig file for out-of-process users (kubectl,
@@ -69,10 +73,31 @@ func NewSuite(in SuiteInput) *Suite {
 	return &Suite{in: in, Scheme: in.Scheme}
 }
 
-// Run is TestMain's body: it runs the package's tests, then stops whatever they started.
+// Run is TestMain's body: it runs the package's tests, then stops whatever they started. On
+// SIGINT or SIGTERM it stops the suite's rig and exits at once (tests' own clusters die with
+// the process; their directories go at the next rig start, isolateTemp).
 func (s *Suite) Run(m *testing.M) int {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case got := <-sig:
+			fmt.Fprintf(os.Stderr, "rig: %v: stopping the suite's apiserver and brokers\n", got)
+			s.mu.Lock()
+			s.stop()
+			removeOwnTemp()
+			os.Exit(2)
+		case <-done:
+		}
+	}()
 	code := m.Run()
+	close(done)
+	signal.Stop(sig)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.stop()
+	removeOwnTemp()
 	return code
 }
 
@@ -89,6 +114,7 @@ func (s *Suite) Start(t testing.TB) *Suite {
 }
 
 func (s *Suite) start() error {
+	isolateTemp()
 	if s.in.Scheme == nil {
 		return errors.New("rig.SuiteInput.Scheme is required")
 	}
