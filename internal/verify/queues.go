@@ -109,6 +109,9 @@ func (ck *checker) checkQueue(w *world, sq *kqv1.ShareQueue) (join bool) {
 	if dl := st.DeadLetter; dl != nil && dl.Active && (isTrue(conds, kqv1.ConditionGroupConfigured) || isTrue(conds, kqv1.ConditionReady)) {
 		ck.checkQueueDeadLetter(w, sq)
 	}
+	if depthClaims(sq) {
+		ck.checkDepth(w, sq)
+	}
 	if isTrue(conds, kqv1.ConditionReady) && st.GroupID == "" {
 		claim("conditions[Ready]", "True (the queue's share group is usable)", "no group named in status.groupId", false)
 	}
@@ -450,3 +453,30 @@ func existence(topic string, missing bool) string {
 }
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
+
+// checkDepth checks status.depth.oldestRecordTime of a queue whose status.depth claims
+// waiting records: it is present, and not later than the oldest waiting record Kafka has now
+// (to the second). Kafka's oldest only gets later as records are acknowledged and new ones
+// arrive, so an honest status, however old, is never later; a status that dated the wrong
+// partition, or none, is (issue 30: absent while 1,000 records waited, because the poller
+// dated one partition per broker). Not judged while Kafka has no backlog or cannot date it.
+func (ck *checker) checkDepth(w *world, sq *kqv1.ShareQueue) {
+	st := sq.Status.Depth
+	if w.depthE != nil {
+		ck.unverifiable(KindShareQueue, sq.Namespace, sq.Name, "status.depth: the depth could not be read: %v", w.depthE)
+		return
+	}
+	d, ok := w.depth[sq.Status.GroupID]
+	if !ok || d.Err != nil || d.Partial() || len(d.Undated) > 0 || d.Backlog == 0 || d.Oldest.IsZero() {
+		return
+	}
+	says := "absent"
+	if st.OldestRecordTime != nil {
+		says = st.OldestRecordTime.UTC().Format(time.RFC3339)
+	}
+	oldest := d.Oldest.Truncate(time.Second)
+	holds := st.OldestRecordTime != nil && !st.OldestRecordTime.Time.After(oldest.Add(time.Second))
+	ck.claim(KindShareQueue, sq.Namespace, sq.Name, "status.depth.oldestRecordTime",
+		fmt.Sprintf("%s (backlog %d at %s)", says, *st.Backlog, st.ObservedAt.UTC().Format(time.RFC3339)),
+		fmt.Sprintf("the oldest waiting record at %s (backlog %d now)", oldest.UTC().Format(time.RFC3339), d.Backlog), holds)
+}

@@ -28,7 +28,9 @@
 // the DeadLetterRoute it names says the same topic and mode with RouteActive True, and the
 // topic exists. Ready True: the share group is usable — a new member joins it
 // (ShareGroupHeartbeat) and is assigned a partition of the topic; with Options.Receive it
-// also fetches once and releases what it got.
+// also fetches once and releases what it got. status.depth claiming waiting records (a
+// backlog, no unread partitions): its oldestRecordTime is present and not later than the
+// oldest waiting record Kafka has now (kafka.Depth; Kafka's oldest only gets later).
 //
 // DeadLetterRoute: RouteActive True ⇒ the topic status.topicName exists, and in
 // BrokerNative mode the group's errors.deadletterqueue.topic.name (KIP-1191) is that topic,
@@ -273,6 +275,10 @@ type world struct {
 	// and brokersE why they could not be read.
 	brokers  map[int32]kafka.BrokerConfigs
 	brokersE error
+	// depth is the queues' depth as Kafka reports it now, by group (read only for queues
+	// whose status.depth claims a backlog), and depthE why it could not be read.
+	depth  map[string]kafka.QueueDepth
+	depthE error
 }
 
 type checker struct {
@@ -394,6 +400,7 @@ func (ck *checker) checkWorld(ctx context.Context, w *world) error {
 	if claimsClamped(w.queues) {
 		w.brokers, w.brokersE = readBrokerConfigs(ctx, cl, ck.opts.Timeout, w.info.Brokers)
 	}
+	w.depth, w.depthE = readDepth(ctx, cl, ck.opts.Timeout, w.queues)
 
 	ck.checkCluster(w)
 	var joins []*kqv1.ShareQueue
@@ -407,6 +414,38 @@ func (ck *checker) checkWorld(ctx context.Context, w *world) error {
 	}
 	ck.runJoins(ctx, cl, joins)
 	return nil
+}
+
+// readDepth reads, in one kafka.Depth round, the depth of the queues whose status.depth
+// claims a backlog (depthClaims).
+func readDepth(ctx context.Context, cl *kafka.Client, timeout time.Duration, queues map[string]*kqv1.ShareQueue) (map[string]kafka.QueueDepth, error) {
+	var qs []kafka.DepthQuery
+	for _, k := range sortedKeys(queues) {
+		sq := queues[k]
+		if !depthClaims(sq) {
+			continue
+		}
+		reset := ""
+		if e := sq.Status.Effective; e != nil && e.AutoOffsetReset != nil {
+			reset = e.AutoOffsetReset.Value
+		}
+		qs = append(qs, kafka.DepthQuery{Topic: sq.Status.TopicName, Group: sq.Status.GroupID, AutoOffsetReset: reset})
+	}
+	if len(qs) == 0 {
+		return nil, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	rep, err := cl.Depth(rctx, qs, nil)
+	return rep.Queues, err
+}
+
+// depthClaims says whether sq's status.depth claims a complete backlog of waiting records
+// (and so the time of the oldest of them).
+func depthClaims(sq *kqv1.ShareQueue) bool {
+	d := sq.Status.Depth
+	return sq.DeletionTimestamp.IsZero() && sq.Status.TopicName != "" && sq.Status.GroupID != "" &&
+		d != nil && d.Error == "" && d.Backlog != nil && *d.Backlog > 0 && len(d.UnreadPartitions) == 0
 }
 
 // missingAsks and missingPause: a topic Metadata reports unknown is asked about again, up to
@@ -570,7 +609,7 @@ func (ck *checker) checkCluster(w *world) {
 // during the check); their findings become unverifiable, with why. A rewrite of only the
 // figures that move on their own (claimsOf) keeps the finding: the status still claims it.
 func (ck *checker) confirm(ctx context.Context) error {
-	why := map[string]string{}
+	why, depthWhy := map[string]string{}, map[string]string{}
 	for _, f := range ck.rep.Findings {
 		k := f.Kind + " " + f.Namespace + "/" + f.Name
 		if _, done := why[k]; done {
@@ -590,11 +629,21 @@ func (ck *checker) confirm(ctx context.Context) error {
 			why[k] = "being deleted since the check began"
 		case fresh.GetResourceVersion() != listed.GetResourceVersion() && !equality.Semantic.DeepEqual(claimsOf(listed), claimsOf(fresh)):
 			why[k] = fmt.Sprintf("status rewritten during the check (resourceVersion %s, now %s): check again", listed.GetResourceVersion(), fresh.GetResourceVersion())
+		default:
+			// Depth is left out of claimsOf (it moves on its own), but a depth finding is
+			// only confirmed by the same status.depth.
+			if lq, ok := listed.(*kqv1.ShareQueue); ok && !equality.Semantic.DeepEqual(lq.Status.Depth, fresh.(*kqv1.ShareQueue).Status.Depth) {
+				depthWhy[k] = "status.depth rewritten during the check: check again"
+			}
 		}
 	}
 	kept := ck.rep.Findings[:0]
 	for _, f := range ck.rep.Findings {
-		if w := why[f.Kind+" "+f.Namespace+"/"+f.Name]; w != "" {
+		w := why[f.Kind+" "+f.Namespace+"/"+f.Name]
+		if w == "" && strings.HasPrefix(f.Field, "status.depth") {
+			w = depthWhy[f.Kind+" "+f.Namespace+"/"+f.Name]
+		}
+		if w != "" {
 			ck.rep.Unverifiable = append(ck.rep.Unverifiable, fmt.Sprintf("%s %s/%s: %s: %s (status said %s, Kafka has %s)", f.Kind, f.Namespace, f.Name, f.Field, w, f.Claim, f.Observed))
 			continue
 		}

@@ -1,0 +1,80 @@
+package verify
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+)
+
+// Issue 30, case 3: status.depth said nothing of the oldest record (or dated another
+// partition's) while records waited; Check reads the depth itself and finds both: a status
+// whose oldestRecordTime is absent, or later than the oldest waiting record, is false; the
+// right one holds.
+func TestCheckCatchesAWrongOldestRecordTime(t *testing.T) {
+	// Not parallel: it stops its manager and writes statuses by hand (see docs/testing.md).
+	s := startSuite(t)
+	ns := s.namespace(t)
+	stopManager := s.startManager(t, ns)
+	ctx := ctxFor(t)
+	local := cluster(ns, "local", s.kafka.BootstrapServers())
+	names := []string{"dated", "undated", "other-partition"}
+	qs := map[string]*kqv1.ShareQueue{}
+	objs := []client.Object{local}
+	for _, n := range names {
+		qs[n] = queue(ns, n, "local", kqv1.DeliverySpec{AutoOffsetReset: ptr.To("earliest")})
+		qs[n].Spec.Topic.Partitions = 3
+		objs = append(objs, qs[n])
+	}
+	s.create(t, objs...)
+	for _, o := range objs {
+		s.waitTrue(t, o, kqv1.ConditionReady)
+	}
+	stopManager()
+
+	// Every topic: its oldest record an hour old in partition 2, a fresh one in 0 and 1.
+	now := time.Now().Truncate(time.Second)
+	old, fresh := now.Add(-time.Hour), now.Add(-time.Minute)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.kafka.BootstrapServers()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	for _, q := range qs {
+		for p, ts := range []time.Time{fresh, fresh, old} {
+			recs = append(recs, &kgo.Record{Topic: q.Status.TopicName, Partition: int32(p), Timestamp: ts, Value: []byte("waiting")})
+		}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for n, oldest := range map[string]*metav1.Time{"dated": ptr.To(metav1.NewTime(old)), "undated": nil, "other-partition": ptr.To(metav1.NewTime(fresh))} {
+		q := qs[n]
+		if err := s.k8s.Get(ctx, client.ObjectKeyFromObject(q), q); err != nil {
+			t.Fatal(err)
+		}
+		q.Status.Depth = &kqv1.QueueDepthStatus{ObservedAt: metav1.NewTime(now), Backlog: ptr.To[int64](3), OldestRecordTime: oldest}
+		if err := s.k8s.Status().Update(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := Check(ctx, s.k8s, Options{Namespace: ns, SkipJoin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, want := range map[string]int{"dated": 0, "undated": 1, "other-partition": 1} {
+		if got := find(rep, KindShareQueue, n, "status.depth.oldestRecordTime"); len(got) != want {
+			t.Errorf("%s: %d findings on status.depth.oldestRecordTime (%v), want %d", n, len(got), got, want)
+		}
+	}
+	if len(rep.Findings) != 2 {
+		t.Errorf("findings %v, want only the two oldestRecordTime ones", rep.Findings)
+	}
+}
