@@ -139,9 +139,11 @@ func (c *Client) AuthError() error { return c.auth.last() }
 // client's settings (TLS, SASL) and sends a Metadata request on it. The client's own
 // connections stay authenticated after the credentials stop working (a password changed at
 // the brokers; Kafka re-authenticates a connection only with connections.max.reauth.ms), so
-// only a new connection shows it. Nil without SASL.
+// only a new connection shows it. Nil without SASL, and for the token mechanisms
+// (OAUTHBEARER, AWS_MSK_IAM), whose tokens expire and are fetched again by the client itself:
+// only a password can be changed at the brokers under a live connection.
 func (c *Client) CheckCredentials(ctx context.Context) (err_ error) {
-	if c.cfg.SASL == nil {
+	if s := c.cfg.SASL; s == nil || (s.Mechanism != SASLPlain && s.Mechanism != SASLScramSHA256 && s.Mechanism != SASLScramSHA512) {
 		return nil
 	}
 	start := time.Now()

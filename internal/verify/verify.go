@@ -28,7 +28,10 @@
 // the DeadLetterRoute it names says the same topic and mode with RouteActive True, and the
 // topic exists. Ready True: the share group is usable — a new member joins it
 // (ShareGroupHeartbeat) and is assigned a partition of the topic; with Options.Receive it
-// also fetches once and releases what it got. status.depth claiming waiting records (a
+// also fetches once and releases what it got. OffsetReset Complete (the newest for its
+// group, of a queue that still has that group and is older than the reset): every partition
+// whose start offset it read back (status.partitions[].after) holds state in the group now, at
+// that offset or later (a share-partition start offset only moves forward). status.depth claiming waiting records (a
 // backlog, no unread partitions): its oldestRecordTime is present and not later than the
 // oldest waiting record Kafka has now (kafka.Depth; Kafka's oldest only gets later).
 //
@@ -141,6 +144,7 @@ const (
 	KindKafkaCluster    = "KafkaCluster"
 	KindShareQueue      = "ShareQueue"
 	KindDeadLetterRoute = "DeadLetterRoute"
+	KindOffsetReset     = "OffsetReset"
 )
 
 // Request sizes: topics per Metadata request and resources per DescribeConfigs request.
@@ -174,7 +178,13 @@ func Check(ctx context.Context, c client.Reader, opts Options) (Report, error) {
 		}
 	}
 	ck := &checker{c: c, opts: opts, rep: Report{ClaimsByKind: map[string]int{}, Findings: []Finding{}, Unverifiable: []string{}}}
-	ck.rep.Objects = len(kcs.Items) + len(sqs.Items) + len(dlrs.Items)
+	// OffsetResets are checked when they can be read (a user may list queues and not them).
+	var ors kqv1.OffsetResetList
+	if err := c.List(ctx, &ors, in...); err != nil {
+		ck.rep.Unverifiable = append(ck.rep.Unverifiable, fmt.Sprintf("OffsetResets not checked: listing them failed: %v", err))
+		ors.Items = nil
+	}
+	ck.rep.Objects = len(kcs.Items) + len(sqs.Items) + len(dlrs.Items) + len(ors.Items)
 	ck.listed = make(map[string]client.Object, ck.rep.Objects)
 	for i := range kcs.Items {
 		ck.listed[KindKafkaCluster+" "+kcs.Items[i].Namespace+"/"+kcs.Items[i].Name] = &kcs.Items[i]
@@ -185,13 +195,16 @@ func Check(ctx context.Context, c client.Reader, opts Options) (Report, error) {
 	for i := range dlrs.Items {
 		ck.listed[KindDeadLetterRoute+" "+dlrs.Items[i].Namespace+"/"+dlrs.Items[i].Name] = &dlrs.Items[i]
 	}
+	for i := range ors.Items {
+		ck.listed[KindOffsetReset+" "+ors.Items[i].Namespace+"/"+ors.Items[i].Name] = &ors.Items[i]
+	}
 	worlds := map[string]*world{}
 	get := func(ns, name string) *world {
 		key := ns + "/" + name
 		if w, ok := worlds[key]; ok {
 			return w
 		}
-		w := &world{key: key, queues: map[string]*kqv1.ShareQueue{}, routes: map[string]*kqv1.DeadLetterRoute{}}
+		w := &world{key: key, queues: map[string]*kqv1.ShareQueue{}, routes: map[string]*kqv1.DeadLetterRoute{}, resets: map[string]*kqv1.OffsetReset{}}
 		worlds[key] = w
 		return w
 	}
@@ -226,6 +239,12 @@ func Check(ctx context.Context, c client.Reader, opts Options) (Report, error) {
 			continue
 		}
 		get(r.Namespace, cluster).routes[r.Namespace+"/"+r.Name] = r
+	}
+	for i := range ors.Items {
+		or := &ors.Items[i]
+		if q := queues[or.Namespace+"/"+or.Spec.QueueRef.Name]; q != nil && q.DeletionTimestamp == nil && resetClaims(or) {
+			get(q.Namespace, q.Spec.ClusterRef.Name).resets[or.Namespace+"/"+or.Name] = or
+		}
 	}
 	for _, k := range sortedKeys(worlds) {
 		w := worlds[k]
@@ -262,6 +281,8 @@ type world struct {
 	kc     *kqv1.KafkaCluster // nil when the referenced KafkaCluster does not exist
 	queues map[string]*kqv1.ShareQueue
 	routes map[string]*kqv1.DeadLetterRoute
+	// resets are the Complete OffsetResets of the queues on this cluster (resetClaims).
+	resets map[string]*kqv1.OffsetReset
 	// allQueues and allRoutes are every object read, by namespace/name.
 	allQueues map[string]*kqv1.ShareQueue
 	allRoutes map[string]*kqv1.DeadLetterRoute
@@ -412,6 +433,7 @@ func (ck *checker) checkWorld(ctx context.Context, w *world) error {
 	for _, k := range sortedKeys(w.routes) {
 		ck.checkRoute(w, w.routes[k])
 	}
+	ck.checkResets(ctx, cl, w)
 	ck.runJoins(ctx, cl, joins)
 	return nil
 }
