@@ -1,6 +1,8 @@
 package verify
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
 )
 
 // Issue 30, case 3: status.depth said nothing of the oldest record (or dated another
@@ -76,5 +79,58 @@ func TestCheckCatchesAWrongOldestRecordTime(t *testing.T) {
 	}
 	if len(rep.Findings) != 2 {
 		t.Errorf("findings %v, want only the two oldestRecordTime ones", rep.Findings)
+	}
+}
+
+// Issue 30, case 2: an OffsetReset said Complete while the group held no state at its targets.
+// Check compares what a Complete reset read back with the group's start offsets now: the
+// reset the operator made holds; a status whose read-back the group does not have is false.
+func TestCheckComparesACompleteOffsetReset(t *testing.T) {
+	// Not parallel: it stops its manager and writes a status by hand (see docs/testing.md).
+	s := startSuite(t)
+	ns := s.namespace(t)
+	stopManager := s.startManager(t, ns)
+	ctx := ctxFor(t)
+	local := cluster(ns, "local", s.kafka.BootstrapServers())
+	q := queue(ns, "purged", "local", kqv1.DeliverySpec{AutoOffsetReset: ptr.To("earliest")})
+	q.Spec.Topic.Partitions = 2
+	s.create(t, local, q)
+	s.waitTrue(t, local, kqv1.ConditionReady)
+	s.waitTrue(t, q, kqv1.ConditionReady)
+	if err := rig.ProduceSpread(ctx, s.kafka.BootstrapServers(), q.Status.TopicName, 6); err != nil {
+		t.Fatal(err)
+	}
+	or := &kqv1.OffsetReset{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "purge"}, Spec: kqv1.OffsetResetSpec{
+		QueueRef: kqv1.QueueReference{Name: "purged"}, ToLatest: ptr.To(true)}}
+	s.create(t, or)
+	rig.Eventually(t, 90*time.Second, func() string {
+		if err := s.k8s.Get(ctx, client.ObjectKeyFromObject(or), or); err != nil {
+			return err.Error()
+		}
+		if or.Status.Phase != kqv1.OffsetResetComplete {
+			return fmt.Sprintf("phase %q, want Complete", or.Status.Phase)
+		}
+		return ""
+	})
+	rep, err := Check(ctx, s.k8s, Options{Namespace: ns, SkipJoin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Findings) > 0 || rep.ClaimsByKind[KindOffsetReset] != 1 {
+		t.Fatalf("the operator's reset: findings %v, OffsetReset claims %d; want none and 1", rep.Findings, rep.ClaimsByKind[KindOffsetReset])
+	}
+	stopManager()
+	// The status claims a read-back the group does not have.
+	for i := range or.Status.Partitions {
+		or.Status.Partitions[i].After = ptr.To[int64](1_000_000)
+	}
+	if err := s.k8s.Status().Update(ctx, or); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err = Check(ctx, s.k8s, Options{Namespace: ns, SkipJoin: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := find(rep, KindOffsetReset, "purge", "status.partitions[].after"); len(got) != 1 || !strings.Contains(got[0].Observed, "p0: starts at") {
+		t.Errorf("findings %v, want the reset's read-back false (p0 starts before 1000000)", rep.Findings)
 	}
 }
