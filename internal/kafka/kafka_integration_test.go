@@ -278,13 +278,21 @@ func TestCreateTopicsRefusesCollidingNamesInOneCall(t *testing.T) {
 				refused++
 			}
 		}
-		got, err := c.DescribeTopics(ctx, dotted, underscored)
-		if err != nil {
-			t.Fatal(err)
+		if refused != 1 {
+			t.Errorf("batched=%v: %d refused (%v); want one", batched, refused, errs)
 		}
-		if exist := btoi(got[dotted].Err == nil) + btoi(got[underscored].Err == nil); refused != 1 || exist != 1 {
-			t.Errorf("batched=%v: %d refused (%v), %d of %s and %s exist; want one of each", batched, refused, errs, exist, dotted, underscored)
-		}
+		// A broker's metadata trails the controller's (docs/kafka-findings.md): wait for the
+		// created topic to show, then the other must not.
+		rig.Eventually(t, 30*time.Second, func() string {
+			got, err := c.DescribeTopics(ctx, dotted, underscored)
+			if err != nil {
+				return err.Error()
+			}
+			if exist := btoi(got[dotted].Err == nil) + btoi(got[underscored].Err == nil); exist != 1 {
+				return fmt.Sprintf("batched=%v: %d of %s and %s exist; want one", batched, exist, dotted, underscored)
+			}
+			return ""
+		})
 	}
 }
 
