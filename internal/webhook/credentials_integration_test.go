@@ -36,6 +36,14 @@ func envOf(c corev1.Container) map[string]corev1.EnvVar {
 // the test ends, and returns its API client once its startup probe passes.
 func startSidecar(t *testing.T, c client.Client, stored *corev1.Pod, bin string) (*republisher.Client, *bytes.Buffer) {
 	t.Helper()
+	side, exited, logs := launchSidecar(t, c, stored, bin)
+	waitStartupProbe(t, side, exited, logs)
+	return &republisher.Client{BaseURL: "http://" + envOf(side)["KQO_LISTEN"].Value}, logs
+}
+
+// launchSidecar runs the stored Pod's sidecar as the republisher binary until the test ends.
+func launchSidecar(t *testing.T, c client.Client, stored *corev1.Pod, bin string) (corev1.Container, <-chan error, *bytes.Buffer) {
+	t.Helper()
 	cmd, side := sidecarProcess(t, c, stored, bin)
 	logs := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
@@ -55,8 +63,7 @@ func startSidecar(t *testing.T, c client.Client, stored *corev1.Pod, bin string)
 			t.Logf("sidecar output:\n%s", logs.String())
 		}
 	})
-	waitStartupProbe(t, side, exited, logs)
-	return &republisher.Client{BaseURL: "http://" + envOf(side)["KQO_LISTEN"].Value}, logs
+	return side, exited, logs
 }
 
 // roundTrip produces one record to q, receives it through the sidecar's API, rejects it and
@@ -244,10 +251,12 @@ func TestSidecarCredentialsAsUsersHaveThem(t *testing.T) {
 				if o := env["AWS_SESSION_TOKEN"].ValueFrom.SecretKeyRef.Optional; o == nil || !*o {
 					t.Errorf("AWS_SESSION_TOKEN is not optional")
 				}
-				// The binary starts with the credentials the kubelet would resolve (the
-				// broker's refusal of the mechanism is shown for the shared client code by the
-				// controllers' TestCredentialsAsUsersHaveThem).
-				_, logs := startSidecar(t, r.c, &stored, bin)
+				// The binary starts with the credentials the kubelet would resolve; the rig's
+				// broker refuses the mechanism, so the sidecar is not ready and its startup
+				// probe says why (issue 30, case 8: it used to pass, and the application saw
+				// an empty queue).
+				side, exited, logs := launchSidecar(t, r.c, &stored, bin)
+				waitProbeRefuses(t, side, exited, logs, "UNSUPPORTED_SASL_MECHANISM")
 				if !strings.Contains(logs.String(), "SASL AWS_MSK_IAM") {
 					t.Errorf("start line does not name AWS_MSK_IAM:\n%s", logs.String())
 				}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -221,9 +222,8 @@ func sidecarProcess(t *testing.T, c client.Client, p *corev1.Pod, bin string) (*
 	return cmd, side
 }
 
-// waitStartupProbe polls the container's startupProbe the way the kubelet does (HTTP GET on
-// the named port, on the Pod's address, here loopback) until it succeeds.
-func waitStartupProbe(t *testing.T, side corev1.Container, exited <-chan error, logs *bytes.Buffer) {
+// startupProbeURL is the URL the sidecar's startupProbe calls, on loopback.
+func startupProbeURL(t *testing.T, side corev1.Container) (*corev1.Probe, string) {
 	t.Helper()
 	pr := side.StartupProbe
 	if pr == nil || pr.HTTPGet == nil {
@@ -235,7 +235,42 @@ func waitStartupProbe(t *testing.T, side corev1.Container, exited <-chan error, 
 			port = int(p.ContainerPort)
 		}
 	}
-	url := fmt.Sprintf("http://127.0.0.1:%d%s", port, pr.HTTPGet.Path)
+	return pr, fmt.Sprintf("http://127.0.0.1:%d%s", port, pr.HTTPGet.Path)
+}
+
+// waitProbeRefuses waits until the sidecar's startup probe answers 503 naming want, failing
+// the test if it ever passes or the sidecar exits.
+func waitProbeRefuses(t *testing.T, side corev1.Container, exited <-chan error, logs *bytes.Buffer, want string) {
+	t.Helper()
+	_, url := startupProbeURL(t, side)
+	deadline := time.Now().Add(60 * time.Second)
+	for last := ""; ; time.Sleep(200 * time.Millisecond) {
+		select {
+		case err := <-exited:
+			t.Fatalf("the sidecar exited: %v\n%s", err, logs.String())
+		default:
+		}
+		if resp, err := http.Get(url); err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				t.Fatalf("startup probe %s passed; want 503 naming %s\n%s", url, want, logs.String())
+			}
+			if last = string(body); resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(last, want) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("startup probe %s never named %s (last %q)\n%s", url, want, last, logs.String())
+		}
+	}
+}
+
+// waitStartupProbe polls the container's startupProbe the way the kubelet does (HTTP GET on
+// the named port, on the Pod's address, here loopback) until it succeeds.
+func waitStartupProbe(t *testing.T, side corev1.Container, exited <-chan error, logs *bytes.Buffer) {
+	t.Helper()
+	pr, url := startupProbeURL(t, side)
 	deadline := time.Now().Add(time.Duration(pr.PeriodSeconds*pr.FailureThreshold) * time.Second)
 	for {
 		select {
