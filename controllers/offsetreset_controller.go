@@ -143,6 +143,13 @@ func (s *resetScope) run(ctx context.Context) error {
 		return &waitError{Reason: kqv1.ReasonShareGroupsDisabled, After: 15 * time.Second,
 			Message: fmt.Sprintf("share groups are disabled on KafkaCluster %s (share.version=%d): AlterShareGroupOffsets needs share.version >= 1 (KIP-932); finalize it (kafka-features.sh upgrade --feature share.version=1, or the KafkaCluster's featurePolicy Finalize)", s.kc.Name, v)}
 	}
+	// Where the brokers cannot hold share-group state, an applied reset cannot take effect
+	// (issue 30, cases 1 and 2): wait, naming the cluster's problem and its fix.
+	if pre := sharePrecondition(s.kc.Status); pre.Status != metav1.ConditionTrue {
+		c := findCondition(s.kc.Status.Conditions, kqv1.ConditionShareStateReplicated)
+		return &waitError{Reason: pre.Reason, After: 30 * time.Second,
+			Message: fmt.Sprintf("nothing applied: the brokers cannot hold share-group state, so moved offsets would not take effect; KafkaCluster %s reports %s", s.kc.Name, c.Message)}
+	}
 	// Only a queue that owns its topic and group may have its group's offsets moved.
 	switch pending, reason, conflict := queueOwnership(&s.sq); {
 	case pending:

@@ -71,3 +71,47 @@ func TestQueueNotReadyWhileShareStateCannotExist(t *testing.T) {
 		t.Errorf("a share consumer of the Ready queue received %d of 5 records (%v)", n, err)
 	}
 }
+
+// The class of issue 30's cases 1 and 2: where the brokers cannot hold share-group state, an
+// OffsetReset applies nothing and waits naming the brokers' settings (before, it tried to
+// apply and waited with "KafkaCluster local is not connected", which it was), and is never
+// Complete.
+func TestOffsetResetNotCompleteWhileShareStateCannotExist(t *testing.T) {
+	t.Parallel()
+	r := startRig(t)
+	ns := r.newNamespace(t)
+	k, _ := startKafka(t, rig.KafkaOptions{BrokerProps: map[string]string{
+		"share.coordinator.state.topic.replication.factor": "3",
+		"share.coordinator.state.topic.min.isr":            "2",
+	}})
+	r.createCluster(t, ns, "local", k, nil, func(kc *kqv1.KafkaCluster) string {
+		return condIs(kc.Status.Conditions, kqv1.ConditionShareStateReplicated, metav1.ConditionFalse, kqv1.ReasonShareStateUncreatable)
+	})
+	topic := "reset-state-" + ns
+	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "work"}, Spec: kqv1.ShareQueueSpec{
+		ClusterRef: kqv1.ClusterReference{Name: "local"}, Topic: kqv1.QueueTopicSpec{Name: topic, Partitions: 2}, GroupID: topic}}
+	if err := r.k8s.Create(ctxFor(t), sq); err != nil {
+		t.Fatal(err)
+	}
+	r.waitQueue(t, sq, kqv1.ConditionTopicReady, metav1.ConditionTrue)
+	or := r.createReset(t, newReset(ns, "work", func(s *kqv1.OffsetResetSpec) { s.ToLatest = yes }))
+	// Long enough for an apply and its read-back, had it started.
+	deadline := time.Now().Add(20 * time.Second)
+	got := &kqv1.OffsetReset{}
+	for time.Now().Before(deadline) {
+		if err := r.k8s.Get(ctxFor(t), client.ObjectKeyFromObject(or), got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Phase == kqv1.OffsetResetComplete {
+			t.Fatalf("OffsetReset Complete where the brokers cannot hold share-group state: %+v", got.Status)
+		}
+		time.Sleep(time.Second) // nothing may happen within the window: polled to the end
+	}
+	c := findCondition(got.Status.Conditions, kqv1.ConditionComplete)
+	if c == nil || c.Reason != kqv1.ReasonShareStateUncreatable || !strings.Contains(c.Message, "nothing applied") || !strings.Contains(c.Message, "share.coordinator.state.topic.replication.factor=1") {
+		t.Errorf("Complete condition %+v does not name the brokers' share-state settings", c)
+	}
+	if len(got.Status.Partitions) > 0 || got.Status.ApplyAttempts > 0 {
+		t.Errorf("targets %v, %d apply attempts: want nothing resolved or applied", got.Status.Partitions, got.Status.ApplyAttempts)
+	}
+}
