@@ -447,38 +447,43 @@ func (r *Republisher) Unready() string {
 	r.mu.Lock()
 	problem := cmp.Or(r.problem, r.limitProblem)
 	r.mu.Unlock()
-	return cmp.Or(problem, r.fetchProblem())
+	if problem != "" {
+		return problem
+	}
+	fp, _ := r.fetchProblem()
+	return fp
 }
 
 // fetchProblem says why no member of the group can fetch ("" when one can): the members are
 // not created yet (and why), none has been answered by the brokers yet (joining the group),
-// or the last failure to reach them (kafka.ShareMember.Connected). franz-go retries a
-// refused connection or authentication quietly while its polls return nothing, so without
-// this an unreachable cluster looked like an empty queue.
-func (r *Republisher) fetchProblem() string {
+// or the last failure to reach them (kafka.ShareMember.Connected). failed is true when a
+// failure is known (not while only joining). franz-go retries a refused connection or
+// authentication quietly while its polls return nothing, so without this an unreachable
+// cluster looked like an empty queue.
+func (r *Republisher) fetchProblem() (problem string, failed bool) {
 	r.mu.Lock()
 	members, openErr := r.members, r.openErr
 	r.mu.Unlock()
 	if len(members) == 0 {
 		if openErr != nil {
-			return fmt.Sprintf("the members of share group %s are not created yet: %v", r.opts.Group, openErr)
+			return fmt.Sprintf("the members of share group %s are not created yet: %v", r.opts.Group, openErr), true
 		}
-		return fmt.Sprintf("the members of share group %s are not created yet (reading the group's %s and checking its type)", r.opts.Group, DeliveryCountLimitConfig)
+		return fmt.Sprintf("the members of share group %s are not created yet (reading the group's %s and checking its type)", r.opts.Group, DeliveryCountLimitConfig), false
 	}
 	var last error
 	for _, m := range members {
 		ok, err := m.m.Connected()
 		if ok {
-			return ""
+			return "", false
 		}
 		if err != nil {
 			last = err
 		}
 	}
 	if last == nil {
-		return fmt.Sprintf("no member of share group %s has been answered by the brokers yet (joining the group)", r.opts.Group)
+		return fmt.Sprintf("no member of share group %s has been answered by the brokers yet (joining the group)", r.opts.Group), false
 	}
-	return fmt.Sprintf("no member of share group %s can fetch from the brokers: %v", r.opts.Group, last)
+	return fmt.Sprintf("no member of share group %s can fetch from the brokers: %v", r.opts.Group, last), true
 }
 
 // openMembers joins the share group once the group id is known not to be another type's.
@@ -676,9 +681,11 @@ func (r *Republisher) Receive(ctx context.Context, max int, wait time.Duration) 
 	return out, nil
 }
 
-// cannotFetch is Receive's answer when a poll ended without records: nil (an empty queue)
-// while a member can fetch, ErrCannotFetch naming the cause otherwise, ErrShuttingDown once
-// Drain has begun.
+// cannotFetch is Receive's answer when a poll ended without records: ErrCannotFetch naming
+// the cause while no member can fetch for a known reason (refused connection or
+// authentication, a group error, members that could not be created), ErrShuttingDown once
+// Drain has begun, else nil (an empty queue; also while the members are still joining, which
+// is not a failure: the startup probe holds the application back until they have joined).
 func (r *Republisher) cannotFetch() error {
 	r.mu.Lock()
 	draining := r.draining
@@ -686,7 +693,7 @@ func (r *Republisher) cannotFetch() error {
 	if draining {
 		return ErrShuttingDown
 	}
-	if p := r.fetchProblem(); p != "" {
+	if p, failed := r.fetchProblem(); failed {
 		return fmt.Errorf("%w: %s", ErrCannotFetch, p)
 	}
 	return nil
