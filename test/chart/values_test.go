@@ -57,6 +57,8 @@ func TestValuesSchemaRejectsBadValues(t *testing.T) {
 		want string
 	}{
 		{[]string{"--set", "replicaCount=-1"}, "replicaCount"},
+		{[]string{"--set", "webhook.timeoutSeconds=31"}, "timeoutSeconds"},
+		{[]string{"--set", "rbac.aggregateClusterRoles=yes"}, "aggregateClusterRoles"},
 		{[]string{"--set", "fullnameOverride=" + strings.Repeat("a", 56)}, "fullnameOverride"},
 		{[]string{"--set", "podDisruptionBudget.maxUnavailable=150%"}, "maxUnavailable"},
 		{[]string{"--set", "serviceAccount.name=Bad_Name"}, "name"},
@@ -334,9 +336,14 @@ func TestChartWorksAsASubchart(t *testing.T) {
 		t.Fatal(err)
 	}
 	copyDir(t, chartDir, filepath.Join(parent, "charts", "kafka-queue-operator"))
+	copyDir(t, crdChartDir, filepath.Join(parent, "charts", "kafka-queue-operator-crds"))
+	// The usual umbrella: each dependency behind a condition on its own enabled value (issue
+	// 33: the schemas refused "enabled").
 	files := map[string]string{
-		"Chart.yaml":  "apiVersion: v2\nname: platform\nversion: 1.0.0\ndependencies:\n  - name: kafka-queue-operator\n    version: \"*\"\n",
-		"values.yaml": "global:\n  imageRegistry: mirror.example\n  storageClass: fast\nkafka-queue-operator:\n  kafka:\n    bootstrapServers: [kafka:9092]\n",
+		"Chart.yaml": "apiVersion: v2\nname: platform\nversion: 1.0.0\ndependencies:\n" +
+			"  - name: kafka-queue-operator\n    version: \"*\"\n    condition: kafka-queue-operator.enabled\n" +
+			"  - name: kafka-queue-operator-crds\n    version: \"*\"\n    condition: kafka-queue-operator-crds.enabled\n",
+		"values.yaml": "global:\n  imageRegistry: mirror.example\n  storageClass: fast\nkafka-queue-operator-crds:\n  enabled: true\nkafka-queue-operator:\n  enabled: true\n  kafka:\n    bootstrapServers: [kafka:9092]\n",
 	}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(parent, name), []byte(body), 0o644); err != nil {
@@ -347,8 +354,16 @@ func TestChartWorksAsASubchart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("as a subchart with globals: %v", err)
 	}
-	if !strings.Contains(out, "kind: KafkaCluster") {
-		t.Errorf("the subchart's values did not reach it:\n%s", out)
+	if !strings.Contains(out, "kind: KafkaCluster") || !strings.Contains(out, "kind: CustomResourceDefinition") {
+		t.Errorf("the subcharts' values did not reach them:\n%s", out)
+	}
+	off, err := helm("template", "platform", parent, "--namespace", "platform", "--kube-version", "1.37.2",
+		"--set", "kafka-queue-operator.enabled=false", "--set", "kafka-queue-operator-crds.enabled=false")
+	if err != nil {
+		t.Fatalf("both conditions false: %v", err)
+	}
+	if strings.Contains(off, "kind: Deployment") || strings.Contains(off, "kind: CustomResourceDefinition") {
+		t.Errorf("disabled subcharts rendered:\n%s", off)
 	}
 }
 
