@@ -13,14 +13,11 @@ import (
 	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
 )
 
-// Regression (issue 30, case 1): on one broker with Kafka's default
-// share.coordinator.state.topic.replication.factor=3 the KafkaCluster said
-// ReplicationFactorExceedsBrokers, yet its queues said Ready=True while a share consumer received
-// nothing. The queue is not Ready while the brokers cannot hold share-group state, names the
-// broker settings to change, and becomes Ready by itself once they are changed — and then a
-// share consumer receives what is produced.
-func TestQueueNotReadyWhileShareStateCannotExist(t *testing.T) {
-	t.Parallel()
+// shareStateUncreatable starts one broker with Kafka's default
+// share.coordinator.state.topic.replication.factor=3 (min ISR 2), and KafkaCluster local on it in
+// a namespace of the test's own, once it reports ShareStateReplicated=False.
+func shareStateUncreatable(t *testing.T) (*testRig, string, *rig.Kafka) {
+	t.Helper()
 	r := startRig(t)
 	ns := r.newNamespace(t)
 	k, _ := startKafka(t, rig.KafkaOptions{BrokerProps: map[string]string{
@@ -30,6 +27,18 @@ func TestQueueNotReadyWhileShareStateCannotExist(t *testing.T) {
 	r.createCluster(t, ns, "local", k, nil, func(kc *kqv1.KafkaCluster) string {
 		return condIs(kc.Status.Conditions, kqv1.ConditionShareStateReplicated, metav1.ConditionFalse, kqv1.ReasonShareStateUncreatable)
 	})
+	return r, ns, k
+}
+
+// Regression (issue 30, case 1): on one broker with Kafka's default
+// share.coordinator.state.topic.replication.factor=3 the KafkaCluster said
+// ReplicationFactorExceedsBrokers, yet its queues said Ready=True while a share consumer received
+// nothing. The queue is not Ready while the brokers cannot hold share-group state, names the
+// broker settings to change, and becomes Ready by itself once they are changed — and then a
+// share consumer receives what is produced.
+func TestQueueNotReadyWhileShareStateCannotExist(t *testing.T) {
+	t.Parallel()
+	r, ns, k := shareStateUncreatable(t)
 	topic := "state-" + ns
 	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "work"}, Spec: kqv1.ShareQueueSpec{
 		ClusterRef: kqv1.ClusterReference{Name: "local"}, Topic: kqv1.QueueTopicSpec{Name: topic}, GroupID: topic,
@@ -78,15 +87,7 @@ func TestQueueNotReadyWhileShareStateCannotExist(t *testing.T) {
 // Complete.
 func TestOffsetResetNotCompleteWhileShareStateCannotExist(t *testing.T) {
 	t.Parallel()
-	r := startRig(t)
-	ns := r.newNamespace(t)
-	k, _ := startKafka(t, rig.KafkaOptions{BrokerProps: map[string]string{
-		"share.coordinator.state.topic.replication.factor": "3",
-		"share.coordinator.state.topic.min.isr":            "2",
-	}})
-	r.createCluster(t, ns, "local", k, nil, func(kc *kqv1.KafkaCluster) string {
-		return condIs(kc.Status.Conditions, kqv1.ConditionShareStateReplicated, metav1.ConditionFalse, kqv1.ReasonShareStateUncreatable)
-	})
+	r, ns, _ := shareStateUncreatable(t)
 	topic := "reset-state-" + ns
 	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "work"}, Spec: kqv1.ShareQueueSpec{
 		ClusterRef: kqv1.ClusterReference{Name: "local"}, Topic: kqv1.QueueTopicSpec{Name: topic, Partitions: 2}, GroupID: topic}}
