@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -344,12 +343,10 @@ func TestRepublisherKilledMidRunLosesNothing(t *testing.T) {
 		t.Fatalf("building: %v\n%s", err, out)
 	}
 	start := func() (*exec.Cmd, string) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		addr, err := rig.FreeLoopbackAddr()
 		if err != nil {
 			t.Fatal(err)
 		}
-		addr := l.Addr().String()
-		l.Close()
 		cmd := exec.Command(bin, "--listen", addr, "--metrics-bind-address=0", "--lease=2s", "--members=2", "--max-records=20")
 		cmd.Env = append(os.Environ(), "KQO_BOOTSTRAP_SERVERS="+s.kafka.Bootstrap(), "KQO_TOPIC="+s.topic, "KQO_GROUP="+s.group,
 			"KQO_DEAD_LETTER_TOPIC="+s.dlq, "KQO_MAX_DELIVERY_ATTEMPTS="+strconv.Itoa(maxAttempts))

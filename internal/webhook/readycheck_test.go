@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -75,12 +76,7 @@ func TestReadyCheck(t *testing.T) {
 		t.Errorf("webhook off: %v, want ready", err)
 	}
 	dir := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close() // nothing listens until serveTLS below
+	port := freePort(t) // nothing listens until serveTLS below
 	check := webhook.ReadyCheck(webhook.Options{CertManagement: webhook.CertsExternal, Host: "127.0.0.1", Port: port, CertDir: dir})
 	expect := func(step, want string) {
 		t.Helper()
@@ -98,7 +94,8 @@ func TestReadyCheck(t *testing.T) {
 	good := selfSigned(t, dir, now.Add(-time.Hour), now.Add(time.Hour))
 	expect("certificate, nothing serving", "does not answer TLS")
 
-	if l, err = net.Listen("tcp", l.Addr().String()); err != nil {
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
 		t.Fatal(err)
 	}
 	serveTLS(t, l, good)

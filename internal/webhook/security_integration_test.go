@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -292,14 +291,15 @@ func waitStartupProbe(t *testing.T, side corev1.Container, exited <-chan error, 
 	}
 }
 
+// freePort is a port for a process the test starts (rig.FreePort: outside the kernel's
+// ephemeral range, reserved for this test process).
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := rig.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // A Pod of a KafkaCluster with SASL (SCRAM-SHA-512) and one with mutual TLS get sidecars that

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
@@ -30,6 +31,13 @@ import (
 	"github.com/kafkaqueues/kafka-queue-operator/internal/webhook"
 	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
 )
+
+func TestMain(m *testing.M) {
+	// envtest and the webhook server log through controller-runtime's logger; unset, it prints
+	// a stack trace that reads like a crash in the test output.
+	ctrllog.SetLogger(logr.Discard())
+	os.Exit(m.Run())
+}
 
 // warnings collects the admission warnings the apiserver returns to a client.
 type warnings struct {
@@ -422,12 +430,7 @@ func TestSelfManagedCertificates(t *testing.T) {
 	if err := c.Create(ctx, &mwc); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	port := freePort(t)
 	certDir := t.TempDir()
 	opts := webhook.Options{CertManagement: webhook.CertsSelf, Host: "127.0.0.1", Port: port, CertDir: certDir,
 		Namespace: "kqo-system", ServiceName: "kqo-webhook", SecretName: "kqo-webhook-cert", ConfigName: "kqo-republisher",

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -148,7 +147,7 @@ func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
 		k, err := startKafkaOnce(ctx, o, cp)
 		release()
 		var missing errBrokersMissing
-		// A node that exits because another process took one of its ports between freePorts
+		// A node that exits because another process took one of its ports between FreePorts
 		// and the bind (two test runs on one host) gets a fresh cluster on new ports too.
 		portTaken := err != nil && strings.Contains(err.Error(), "Address already in use")
 		if err == nil || !(errors.As(err, &missing) || portTaken) || attempt == startAttempts || ctx.Err() != nil {
@@ -182,7 +181,7 @@ func startKafkaOnce(ctx context.Context, opts KafkaOptions, cp string) (*Kafka, 
 	}
 
 	const portsPerNode = 5
-	ports, err := freePorts(portsPerNode * opts.Brokers)
+	ports, err := FreePorts(portsPerNode * opts.Brokers)
 	if err != nil {
 		return nil, err
 	}
@@ -564,25 +563,6 @@ func (k *Kafka) WaitBrokers(ctx context.Context, n int, timeout time.Duration) e
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
-}
-
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 func writeProps(path string, props map[string]string) error {
