@@ -245,6 +245,9 @@ func (s *resetScope) apply(kctx context.Context, group, topic string) error {
 	case err != nil:
 		return s.fail(kqv1.ReasonKafkaRejected, fmt.Sprintf("the brokers refused the offsets %s for share group %s on topic %s: %v", describeTargets(st), group, topic, err))
 	}
+	if afterResetApply != nil {
+		afterResetApply(kctx, s.or)
+	}
 	after, err := s.cl.ShareStartOffsets(kctx, group, topic)
 	if err != nil {
 		return s.kafkaWait(fmt.Sprintf("reading back the start offsets of share group %s (the offsets were applied)", group), err)
@@ -279,6 +282,12 @@ func (s *resetScope) apply(kctx context.Context, group, topic string) error {
 	emitEvent(s.r.Recorder, s.or, corev1.EventTypeNormal, kqv1.ReasonOffsetsReset, "ResetOffsets", msg)
 	return nil
 }
+
+// afterResetApply, set only by this package's tests before their manager starts, runs
+// between an apply the brokers answered without error and its read-back: there a test does
+// to the real brokers what a coordinator that fails at that moment does (the offsets do not
+// take), which no timing of a broker stop reproduces reliably.
+var afterResetApply func(ctx context.Context, or *kqv1.OffsetReset)
 
 // waitMembers reports a reset waiting for an empty group and schedules the next look.
 func (s *resetScope) waitMembers(group string, members int32) error {

@@ -48,6 +48,7 @@ var (
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
+	afterResetApply = resetApplyHooks.run
 	code := suite.Run(m)
 	if rigVal != nil {
 		rigVal.admin.Close()
