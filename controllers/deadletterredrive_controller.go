@@ -2,14 +2,12 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kerr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -142,7 +140,7 @@ func (r *DeadLetterRedriveReconciler) Reconcile(ctx context.Context, req ctrl.Re
 		bounds, err := cl.RedriveBounds(kctx, obs.SourceTopic)
 		if err != nil {
 			err = withAuthError(cl, err)
-			if errors.Is(err, kerr.UnknownTopicOrPartition) {
+			if kafka.IsUnknownTopic(err) {
 				orig := dr.DeepCopy()
 				dr.Status.Phase = kqv1.RedrivePending
 				setCondition(&dr.Status.Conditions, kqv1.ConditionComplete, condInput{metav1.ConditionFalse, kqv1.ReasonTopicNotFound,
@@ -247,11 +245,11 @@ func (r *DeadLetterRedriveReconciler) run(ctx context.Context, run *redriveRun, 
 				r.forget(ctx, cl, dr)
 			}
 			return
-		case errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch):
+		case kafka.IsFenced(err):
 			// Another manager (a new leader) runs this redrive now and fenced this one.
 			logger.Info("redrive taken over by another process with the same transactional id; stopping", "error", err.Error())
 			return
-		case isFatalRedriveErr(err):
+		case kafka.IsFatalRedrive(err):
 			dr.Status.Moved, dr.Status.Filtered, dr.Status.Refused = p.Moved, p.Filtered, p.Refused
 			if r.finish(ctx, dr, kqv1.RedriveFailed, kqv1.ConditionFailed, kqv1.ReasonRedriveFailed, withAuthError(cl, err).Error(), &p) == nil {
 				r.forget(ctx, cl, dr) // Failed is terminal: its position is never read again
@@ -277,17 +275,6 @@ func (r *DeadLetterRedriveReconciler) forget(ctx context.Context, cl *kafka.Clie
 	if err := cl.DeleteRedriveGroup(kctx, redriveID(dr)); err != nil {
 		log.FromContext(ctx).Error(err, "deleting the redrive's consumer group", "group", redriveID(dr))
 	}
-}
-
-// isFatalRedriveErr: errors retrying cannot fix — authorization, a missing topic.
-func isFatalRedriveErr(err error) bool {
-	for _, e := range []error{kerr.TopicAuthorizationFailed, kerr.GroupAuthorizationFailed, kerr.TransactionalIDAuthorizationFailed,
-		kerr.ClusterAuthorizationFailed, kerr.UnknownTopicOrPartition, kerr.UnknownTopicID} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
 }
 
 // patchProgress writes the counts (and, with phase, the terminal phase) to status.

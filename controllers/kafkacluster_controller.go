@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/connection"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
 )
 
@@ -131,10 +132,10 @@ func (c *clusterScope) paused(context.Context) error {
 func (c *clusterScope) connect(ctx context.Context) error {
 	c.kctx, c.cancel = context.WithTimeout(ctx, c.r.KafkaTimeout)
 	cl, err := clientFor(c.kctx, c.r.APIReader, c.r.Pool, c.kc)
-	var se *secretError
+	var se *connection.SecretError
 	if errors.As(err, &se) {
 		reason := kqv1.ReasonSecretNotFound
-		if se.invalid {
+		if se.Invalid() {
 			reason = kqv1.ReasonSecretInvalid
 		}
 		notConnected(&c.kc.Status, c.gen, reason, se.Error())

@@ -5,12 +5,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/delivery"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
 )
 
@@ -149,198 +149,21 @@ func describeAlter(resource string, c kafka.AlterConfig) string {
 	return fmt.Sprintf("%s: set %s=%s", resource, c.Name, c.Value)
 }
 
-// settingKind is how a delivery setting's value is written.
-type settingKind int
-
-const (
-	kindDurationMs settingKind = iota
-	kindInt
-	kindString
-	kindBool
-)
-
-// deliverySetting maps one DeliverySpec field to its Kafka group config and broker bound.
-type deliverySetting struct {
-	Field  string // JSON path in the spec
-	Config string // Kafka group config (KIP-932 / KIP-1240)
-	Kind   settingKind
-	// BrokerPrefix is the broker config family: group.share.<x>, group.share.min.<x>,
-	// group.share.max.<x>; empty when the setting has no broker bound.
-	BrokerPrefix string
-	Bound        func(*kqv1.ShareBounds) kqv1.Bound
-	Desired      func(*kqv1.DeliverySpec) (string, bool)
-	Effective    func(*kqv1.EffectiveDelivery) **kqv1.EffectiveValue
-}
-
-// deliverySettings lists every delivery field in a fixed order (status and messages follow it).
-var deliverySettings = []deliverySetting{
-	{
-		Field: "delivery.lockDuration", Config: "share.record.lock.duration.ms", Kind: kindDurationMs,
-		BrokerPrefix: "record.lock.duration.ms",
-		Bound:        func(b *kqv1.ShareBounds) kqv1.Bound { return b.RecordLockDurationMs },
-		Desired:      func(d *kqv1.DeliverySpec) (string, bool) { return durationMs(d.LockDuration) },
-		Effective:    func(e *kqv1.EffectiveDelivery) **kqv1.EffectiveValue { return &e.LockDuration },
-	},
-	{
-		Field: "delivery.maxDeliveryAttempts", Config: "share.delivery.count.limit", Kind: kindInt,
-		BrokerPrefix: "delivery.count.limit",
-		Bound:        func(b *kqv1.ShareBounds) kqv1.Bound { return b.DeliveryCountLimit },
-		Desired:      func(d *kqv1.DeliverySpec) (string, bool) { return int32Text(d.MaxDeliveryAttempts) },
-		Effective:    func(e *kqv1.EffectiveDelivery) **kqv1.EffectiveValue { return &e.MaxDeliveryAttempts },
-	},
-	{
-		Field: "delivery.maxInFlightPerPartition", Config: "share.partition.max.record.locks", Kind: kindInt,
-		BrokerPrefix: "partition.max.record.locks",
-		Bound:        func(b *kqv1.ShareBounds) kqv1.Bound { return b.PartitionMaxRecordLocks },
-		Desired:      func(d *kqv1.DeliverySpec) (string, bool) { return int32Text(d.MaxInFlightPerPartition) },
-		Effective:    func(e *kqv1.EffectiveDelivery) **kqv1.EffectiveValue { return &e.MaxInFlightPerPartition },
-	},
-	{
-		Field: "delivery.sessionTimeout", Config: "share.session.timeout.ms", Kind: kindDurationMs,
-		BrokerPrefix: "session.timeout.ms",
-		Bound:        func(b *kqv1.ShareBounds) kqv1.Bound { return b.SessionTimeoutMs },
-		Desired:      func(d *kqv1.DeliverySpec) (string, bool) { return durationMs(d.SessionTimeout) },
-		Effective:    func(e *kqv1.EffectiveDelivery) **kqv1.EffectiveValue { return &e.SessionTimeout },
-	},
-	{
-		Field: "delivery.heartbeatInterval", Config: "share.heartbeat.interval.ms", Kind: kindDurationMs,
-		BrokerPrefix: "heartbeat.interval.ms",
-		Bound:        func(b *kqv1.ShareBounds) kqv1.Bound { return b.HeartbeatIntervalMs },
-		Desired:      func(d *kqv1.DeliverySpec) (string, bool) { return durationMs(d.HeartbeatInterval) },
-		Effective:    func(e *kqv1.EffectiveDelivery) **kqv1.EffectiveValue { return &e.HeartbeatInterval },
-	},
-	{
-		Field: "delivery.autoOffsetReset", Config: "share.auto.offset.reset", Kind: kindString,
-		Desired:   func(d *kqv1.DeliverySpec) (string, bool) { return strText(d.AutoOffsetReset) },
-		Effective: func(e *kqv1.EffectiveDelivery) **kqv1.EffectiveValue { return &e.AutoOffsetReset },
-	},
-	{
-		Field: "delivery.isolationLevel", Config: "share.isolation.level", Kind: kindString,
-		Desired:   func(d *kqv1.DeliverySpec) (string, bool) { return strText(d.IsolationLevel) },
-		Effective: func(e *kqv1.EffectiveDelivery) **kqv1.EffectiveValue { return &e.IsolationLevel },
-	},
-	{
-		Field: "delivery.renewAcknowledge", Config: "share.renew.acknowledge.enable", Kind: kindBool,
-		Desired: func(d *kqv1.DeliverySpec) (string, bool) {
-			if d.RenewAcknowledge == nil {
-				return "", false
-			}
-			return strconv.FormatBool(*d.RenewAcknowledge), true
-		},
-		Effective: func(e *kqv1.EffectiveDelivery) **kqv1.EffectiveValue { return &e.RenewAcknowledge },
-	},
-}
-
-func durationMs(d *metav1.Duration) (string, bool) {
-	if d == nil {
-		return "", false
-	}
-	return strconv.FormatInt(d.Duration.Milliseconds(), 10), true
-}
-
-func int32Text(v *int32) (string, bool) {
-	if v == nil {
-		return "", false
-	}
-	return strconv.FormatInt(int64(*v), 10), true
-}
-
-func strText(v *string) (string, bool) {
-	if v == nil {
-		return "", false
-	}
-	return *v, true
-}
-
-// displayValue renders a Kafka value for status: durations as Go durations ("30s").
-func displayValue(kind settingKind, kafkaValue string) string {
-	if kind == kindDurationMs {
-		if ms, err := strconv.ParseInt(kafkaValue, 10, 64); err == nil {
-			return (time.Duration(ms) * time.Millisecond).String()
-		}
-	}
-	return kafkaValue
-}
-
 // specValue renders the user's value for messages, with the Kafka value beside durations.
-func specValue(s deliverySetting, kafkaValue string) string {
-	if s.Kind == kindDurationMs {
-		return fmt.Sprintf("%s (%s=%s)", displayValue(s.Kind, kafkaValue), s.Config, kafkaValue)
+func specValue(s delivery.Setting, kafkaValue string) string {
+	if s.Kind == delivery.KindDurationMs {
+		return fmt.Sprintf("%s (%s=%s)", delivery.DisplayValue(s.Kind, kafkaValue), s.Config, kafkaValue)
 	}
 	return kafkaValue
 }
 
 // boundText renders a bound for messages.
-func boundText(s deliverySetting, which string, v int64) string {
+func boundText(s delivery.Setting, which string, v int64) string {
 	name := "group.share." + which + s.BrokerPrefix
-	if s.Kind == kindDurationMs {
-		return fmt.Sprintf("%s=%d (%s)", name, v, displayValue(s.Kind, strconv.FormatInt(v, 10)))
+	if s.Kind == delivery.KindDurationMs {
+		return fmt.Sprintf("%s=%d (%s)", name, v, delivery.DisplayValue(s.Kind, strconv.FormatInt(v, 10)))
 	}
 	return fmt.Sprintf("%s=%d", name, v)
-}
-
-// outOfBounds checks the Kafka value want of setting s against bound: when it is a number
-// outside the bound, side is "min." or "max." (the broker config family it crosses) and
-// clamped is the bound; side is "" otherwise.
-func (s deliverySetting) outOfBounds(want string, bound kqv1.Bound) (n, clamped int64, side string) {
-	if s.Kind == kindString || s.Kind == kindBool {
-		return 0, 0, ""
-	}
-	n, err := strconv.ParseInt(want, 10, 64)
-	if err != nil {
-		return 0, 0, ""
-	}
-	clamped, side = clampToBound(n, bound)
-	return n, clamped, side
-}
-
-// BoundViolation is a declared delivery value outside the brokers' KIP-1240 bounds.
-type BoundViolation struct {
-	// Field is the spec path ("spec.delivery.lockDuration").
-	Field string
-	// Value is the value as Kafka takes it (milliseconds for durations); Unit is "ms" for
-	// durations, else empty.
-	Value int64
-	Unit  string
-	// Above is true when Value exceeds the maximum, false when it is below the minimum.
-	Above bool
-	// BrokerConfig is the bound crossed (group.share.max.record.lock.duration.ms) and Bound
-	// its value.
-	BrokerConfig string
-	Bound        int64
-}
-
-// DeliveryBoundViolations checks every declared delivery value against bounds with the
-// table and rule the ShareQueue controller applies (deliverySettings), in the table's order.
-func DeliveryBoundViolations(d *kqv1.DeliverySpec, bounds kqv1.ShareBounds) []BoundViolation {
-	var out []BoundViolation
-	for _, s := range deliverySettings {
-		want, declared := s.Desired(d)
-		if !declared || s.Bound == nil {
-			continue
-		}
-		n, clamped, side := s.outOfBounds(want, s.Bound(&bounds))
-		if side == "" {
-			continue
-		}
-		v := BoundViolation{Field: "spec." + s.Field, Value: n, Above: side == "max.", BrokerConfig: "group.share." + side + s.BrokerPrefix, Bound: clamped}
-		if s.Kind == kindDurationMs {
-			v.Unit = "ms"
-		}
-		out = append(out, v)
-	}
-	return out
-}
-
-// clampToBound returns v clamped to b and which side clamped it ("" when inside).
-func clampToBound(v int64, b kqv1.Bound) (int64, string) {
-	if b.Min != nil && v < *b.Min {
-		return *b.Min, "min."
-	}
-	if b.Max != nil && v > *b.Max {
-		return *b.Max, "max."
-	}
-	return v, ""
 }
 
 // planQueue decides, from the spec and what was observed, which Kafka changes to make and
@@ -364,7 +187,7 @@ func planQueue(sq *kqv1.ShareQueue, obs queueObservation) queuePlan {
 		bounds = *obs.Cluster.ShareBounds
 	}
 	var invalid, clamped, unsupported []string
-	for _, s := range deliverySettings {
+	for _, s := range delivery.Settings {
 		d := planDeliverySetting(s, &sq.Spec, obs, bounds, pol, p.GroupID)
 		*s.Effective(&p.EffectiveNow), *s.Effective(&p.Effective) = d.Now, d.After
 		if d.Write != nil {
@@ -395,7 +218,7 @@ func planQueue(sq *kqv1.ShareQueue, obs queueObservation) queuePlan {
 			waiting = append(waiting, w.Name)
 		}
 		invalid = append(invalid, why+": the brokers refuse every change to the group's configs until it is back in bounds, so "+strings.Join(waiting, ", ")+" wait")
-		for _, s := range deliverySettings {
+		for _, s := range delivery.Settings {
 			*s.Effective(&p.Effective) = *s.Effective(&p.EffectiveNow)
 		}
 		p.GroupConfigs = nil
@@ -552,7 +375,7 @@ type settingPlan struct {
 // planDeliverySetting decides one delivery setting: the declared value (the reserved last
 // attempt added in Republisher mode) against the live group config and the brokers' bounds,
 // under boundsPolicy, driftPolicy and driftIgnore.
-func planDeliverySetting(s deliverySetting, spec *kqv1.ShareQueueSpec, obs queueObservation, bounds kqv1.ShareBounds, pol queuePolicies, groupID string) settingPlan {
+func planDeliverySetting(s delivery.Setting, spec *kqv1.ShareQueueSpec, obs queueObservation, bounds kqv1.ShareBounds, pol queuePolicies, groupID string) settingPlan {
 	want, declared := s.Desired(&spec.Delivery)
 	live, liveKnown := obs.GroupConfigs[s.Config]
 	if obs.ReserveLastAttempt && s.Config == deliveryCountLimitConfig {
@@ -571,7 +394,7 @@ func planDeliverySetting(s deliverySetting, spec *kqv1.ShareQueueSpec, obs queue
 	case !supported:
 		if declared {
 			d.Unsupported = fmt.Sprintf("%s=%s needs group config %s, which this cluster's brokers do not report (Kafka 4.3+ adds it); the field is not applied",
-				s.Field, displayValue(s.Kind, want), s.Config)
+				s.Field, delivery.DisplayValue(s.Kind, want), s.Config)
 		}
 		if declared && now.Value == "" {
 			d.After = &kqv1.EffectiveValue{Config: s.Config, Source: kqv1.SourceUnsupported}
@@ -580,7 +403,7 @@ func planDeliverySetting(s deliverySetting, spec *kqv1.ShareQueueSpec, obs queue
 		// driftIgnore: the live override stands, whatever it is.
 	case declared:
 		write, source := want, kqv1.SourceGroupOverride
-		if _, c, side := s.outOfBounds(want, bound); side != "" {
+		if _, c, side := s.OutOfBounds(want, bound); side != "" {
 			rel := "below the brokers' minimum"
 			if side == "max." {
 				rel = "above the brokers' maximum"
@@ -592,7 +415,7 @@ func planDeliverySetting(s deliverySetting, spec *kqv1.ShareQueueSpec, obs queue
 				what = fmt.Sprintf("%s %d plus the republisher's reserved attempt (%s=%s)", s.Field, n-1, s.Config, want)
 			}
 			if spec.BoundsPolicy == kqv1.BoundsPolicyClamp {
-				d.Clamped = fmt.Sprintf("%s is %s %s; wrote %s", what, rel, boundText(s, side, c), displayValue(s.Kind, strconv.FormatInt(c, 10)))
+				d.Clamped = fmt.Sprintf("%s is %s %s; wrote %s", what, rel, boundText(s, side, c), delivery.DisplayValue(s.Kind, strconv.FormatInt(c, 10)))
 				if obs.ReserveLastAttempt && s.Config == deliveryCountLimitConfig {
 					d.Clamped += fmt.Sprintf(": the application gets %d attempts and the republisher keeps the last", c-1)
 				}
@@ -602,7 +425,7 @@ func planDeliverySetting(s deliverySetting, spec *kqv1.ShareQueueSpec, obs queue
 				return d // rejected: keep what is live
 			}
 		}
-		d.After = &kqv1.EffectiveValue{Config: s.Config, Value: displayValue(s.Kind, write), Source: source}
+		d.After = &kqv1.EffectiveValue{Config: s.Config, Value: delivery.DisplayValue(s.Kind, write), Source: source}
 		if liveKnown && live.IsOverride() && normaliseValue(live.Value) == normaliseValue(write) {
 			break
 		}
@@ -640,12 +463,12 @@ func storedOutOfBounds(obs queueObservation, bounds kqv1.ShareBounds, writes []k
 	for _, w := range writes {
 		replaced[w.Name] = true
 	}
-	for _, s := range deliverySettings {
+	for _, s := range delivery.Settings {
 		live, ok := obs.GroupConfigs[s.Config]
 		if !ok || !live.IsOverride() || replaced[s.Config] || s.Bound == nil {
 			continue
 		}
-		if _, c, side := s.outOfBounds(live.Value, s.Bound(&bounds)); side != "" {
+		if _, c, side := s.OutOfBounds(live.Value, s.Bound(&bounds)); side != "" {
 			rel := "below the brokers' minimum"
 			if side == "max." {
 				rel = "above the brokers' maximum"
@@ -705,7 +528,7 @@ func sharePrecondition(cluster kqv1.KafkaClusterStatus) condInput {
 
 // effectiveOf is the value the brokers apply: the group override when there is one, else the
 // broker default; numeric values are clamped to the bounds as brokers do at run time.
-func effectiveOf(s deliverySetting, live kafka.ConfigEntry, liveKnown bool, bound kqv1.Bound) *kqv1.EffectiveValue {
+func effectiveOf(s delivery.Setting, live kafka.ConfigEntry, liveKnown bool, bound kqv1.Bound) *kqv1.EffectiveValue {
 	var raw string
 	source := kqv1.SourceBrokerDefault
 	switch {
@@ -718,12 +541,12 @@ func effectiveOf(s deliverySetting, live kafka.ConfigEntry, liveKnown bool, boun
 	default:
 		return &kqv1.EffectiveValue{Config: s.Config, Source: kqv1.SourceBrokerDefault}
 	}
-	if n, err := strconv.ParseInt(raw, 10, 64); err == nil && (s.Kind == kindInt || s.Kind == kindDurationMs) {
-		if c, side := clampToBound(n, bound); side != "" {
+	if n, err := strconv.ParseInt(raw, 10, 64); err == nil && (s.Kind == delivery.KindInt || s.Kind == delivery.KindDurationMs) {
+		if c, side := delivery.ClampToBound(n, bound); side != "" {
 			raw, source = strconv.FormatInt(c, 10), kqv1.SourceClamped
 		}
 	}
-	return &kqv1.EffectiveValue{Config: s.Config, Value: displayValue(s.Kind, raw), Source: source}
+	return &kqv1.EffectiveValue{Config: s.Config, Value: delivery.DisplayValue(s.Kind, raw), Source: source}
 }
 
 // capacityOf is partitions × effective share.partition.max.record.locks.
@@ -750,7 +573,7 @@ const renewAcknowledgeConfig = "share.renew.acknowledge.enable"
 
 // reservedDeliveryLimit is the group limit in Republisher mode: the declared attempts (else the
 // brokers' default) plus one. It is not declared when neither is known.
-func reservedDeliveryLimit(want string, declared bool, s deliverySetting, bounds kqv1.ShareBounds) (string, bool) {
+func reservedDeliveryLimit(want string, declared bool, s delivery.Setting, bounds kqv1.ShareBounds) (string, bool) {
 	var n int64
 	switch {
 	case declared:

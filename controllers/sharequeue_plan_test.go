@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/delivery"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
 )
 
@@ -399,7 +400,7 @@ func FuzzPlanQueue(f *testing.F) {
 			t.Fatalf("blocked plan writes %v", p.Changes())
 		}
 		for _, c := range p.GroupConfigs {
-			for _, s := range deliverySettings {
+			for _, s := range delivery.Settings {
 				if s.Config != c.Name || s.Bound == nil {
 					continue
 				}
@@ -546,9 +547,9 @@ func TestPlanTopic(t *testing.T) {
 }
 
 func TestPlanDeliverySetting(t *testing.T) {
-	lock := deliverySettings[0] // delivery.lockDuration → share.record.lock.duration.ms
+	lock := delivery.Settings[0] // delivery.lockDuration → share.record.lock.duration.ms
 	if lock.Config != "share.record.lock.duration.ms" {
-		t.Fatalf("deliverySettings[0] is %s", lock.Config)
+		t.Fatalf("delivery.Settings[0] is %s", lock.Config)
 	}
 	d := func(v time.Duration) *metav1.Duration { return &metav1.Duration{Duration: v} }
 	cases := []struct {
@@ -654,22 +655,6 @@ func TestGroupConfigured(t *testing.T) {
 		if got.Status != c.wantStatus || got.Reason != c.wantReason || !strings.Contains(got.Message, c.wantInMessage) {
 			t.Errorf("%s: %+v", c.name, got)
 		}
-	}
-}
-
-func TestDeliveryBoundViolations(t *testing.T) {
-	spec := kqv1.DeliverySpec{
-		LockDuration:        &metav1.Duration{Duration: time.Hour},
-		MaxDeliveryAttempts: ptr.To[int32](1),
-		SessionTimeout:      &metav1.Duration{Duration: 50 * time.Second},
-	}
-	got := DeliveryBoundViolations(&spec, *bounds43())
-	want := []BoundViolation{
-		{Field: "spec.delivery.lockDuration", Value: 3600000, Unit: "ms", Above: true, BrokerConfig: "group.share.max.record.lock.duration.ms", Bound: 60000},
-		{Field: "spec.delivery.maxDeliveryAttempts", Value: 1, BrokerConfig: "group.share.min.delivery.count.limit", Bound: 2},
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("violations (-want +got):\n%s", diff)
 	}
 }
 

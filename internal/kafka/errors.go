@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Error is a failure of one Kafka operation, on one resource when Resource is set. Err is the
@@ -110,6 +114,49 @@ func IsRetriable(err error) bool {
 func IsUnsupported(err error) bool {
 	return errors.Is(err, kerr.UnsupportedVersion) || errors.Is(err, kerr.InvalidRequest) ||
 		errors.Is(err, kerr.UnsupportedForMessageFormat)
+}
+
+// IsUnknownTopic reports a topic the brokers say does not exist (UNKNOWN_TOPIC_OR_PARTITION).
+func IsUnknownTopic(err error) bool { return errors.Is(err, kerr.UnknownTopicOrPartition) }
+
+// IsFenced reports a transactional producer another process with the same transactional id
+// fenced (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH): that process runs the work now.
+func IsFenced(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)
+}
+
+// IsFatalRedrive reports a Redrive failure that retrying cannot fix: an authorization the
+// brokers refused (topic, group, transactional id, cluster) or a topic that is gone.
+func IsFatalRedrive(err error) bool {
+	for _, e := range []error{kerr.TopicAuthorizationFailed, kerr.GroupAuthorizationFailed, kerr.TransactionalIDAuthorizationFailed,
+		kerr.ClusterAuthorizationFailed, kerr.UnknownTopicOrPartition, kerr.UnknownTopicID} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// Answered tells a failure Kafka decided (an error code that is not retriable, a member the
+// coordinator assigned nothing, a broker too old for the request) from one where Kafka did
+// not answer: a broker gone mid-request (connection refused, reset or closed, any
+// net.Error, a first read that saw EOF), a retriable code such as
+// COORDINATOR_NOT_AVAILABLE, a context that ended, a client closed.
+func Answered(err error) bool {
+	var ke *kerr.Error
+	var ne net.Error
+	var eof *kgo.ErrFirstReadEOF
+	switch {
+	case errors.As(err, &ke):
+		return !ke.Retriable
+	case errors.As(err, &ne), errors.As(err, &eof),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, net.ErrClosed), errors.Is(err, kgo.ErrClientClosed):
+		return false
+	}
+	return true
 }
 
 func isKerr(err error) bool {

@@ -21,7 +21,7 @@ type RedriveBound struct {
 
 // RedriveBounds lists, per partition of topic, the log start offset and the end offset (high
 // watermark) now (ListOffsets, earliest and latest). Errors: the request's, or the first
-// partition's (kerr.UnknownTopicOrPartition when the topic does not exist).
+// partition's (IsUnknownTopic when the topic does not exist).
 func (c *Client) RedriveBounds(ctx context.Context, topic string) ([]RedriveBound, error) {
 	start := time.Now()
 	starts, ends, err := c.startAndEndOffsets(ctx, topic)
@@ -139,7 +139,7 @@ const maxRedriveAborts = 10
 // It needs Kafka's transaction coordinator (transaction.state.log.* configs the cluster can
 // hold) and, with ACLs, WRITE and DESCRIBE on TransactionalId ID, READ on group ID, READ on
 // Source and WRITE on Target. Errors: a failed transaction, fencing by another process with
-// the same ID (kerr.ProducerFenced, kerr.InvalidProducerEpoch), ctx's error.
+// the same ID (IsFenced), one retrying cannot fix (IsFatalRedrive), ctx's error.
 func (c *Client) Redrive(ctx context.Context, o RedriveOptions) (prog RedriveProgress, err error) {
 	pos := map[int32]int64{}
 	for _, b := range o.Bound {

@@ -20,7 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
-	"github.com/kafkaqueues/kafka-queue-operator/controllers"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/delivery"
 )
 
 // Attributes is the get-queue-attributes output: {"Attributes": {"Name": "value", ...}}, or
@@ -265,14 +265,14 @@ func nameFromArn(arn string) string {
 }
 
 // Check compares the converted values with a cluster's bounds (KafkaCluster status), with the
-// ShareQueue controller's own table and rule (controllers.DeliveryBoundViolations), and
+// ShareQueue controller's own table and rule (internal/delivery: BoundViolations), and
 // returns one line per value the brokers would refuse, saying what to change.
 func Check(res *Result, bounds *kqv1.ShareBounds) []string {
 	if bounds == nil {
 		return []string{"the KafkaCluster reports no share bounds yet (not connected?)"}
 	}
 	var out []string
-	for _, v := range controllers.DeliveryBoundViolations(&res.Queue.Spec.Delivery, *bounds) {
+	for _, v := range delivery.BoundViolations(&res.Queue.Spec.Delivery, *bounds) {
 		if v.Above {
 			out = append(out, fmt.Sprintf("%s=%d%s is above the brokers' maximum (%s %d): lower it to %d, set boundsPolicy: Clamp, or raise the broker bound", v.Field, v.Value, v.Unit, v.BrokerConfig, v.Bound, v.Bound))
 		} else {

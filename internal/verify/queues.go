@@ -2,19 +2,12 @@ package verify
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
@@ -301,29 +294,9 @@ func (ck *checker) checkUsable(ctx context.Context, cl *kafka.Client, sq *kqv1.S
 	return ""
 }
 
-// answered tells a join's or receive's failure that Kafka decided (a Kafka error code that
-// is not retriable, ErrNoAssignment: the coordinator took the member and assigned it
-// nothing, a broker too old for the request) from one where Kafka did not answer: a broker
-// gone mid-check (connection refused, reset or closed, any net.Error), a coordinator still
-// unavailable when the wait ran out (retriable codes such as COORDINATOR_NOT_AVAILABLE), a
-// context that ended. Only the first kind contradicts a Ready claim; the second makes it
-// unverifiable, as a cluster that does not answer does.
-func answered(err error) bool {
-	var ke *kerr.Error
-	var ne net.Error
-	var eof *kgo.ErrFirstReadEOF
-	switch {
-	case errors.As(err, &ke):
-		return !ke.Retriable
-	case errors.As(err, &ne), errors.As(err, &eof),
-		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
-		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
-		errors.Is(err, net.ErrClosed), errors.Is(err, kgo.ErrClientClosed):
-		return false
-	}
-	return true
-}
+// answered: a failure Kafka decided contradicts a Ready claim; one where Kafka did not answer
+// (kafka.Answered is false) makes it unverifiable, as a cluster that does not answer does.
+func answered(err error) bool { return kafka.Answered(err) }
 
 // routeGroup is the share group a route's dead-letter configs are on: status.groupID, else
 // the queue's.

@@ -74,7 +74,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
-	"github.com/kafkaqueues/kafka-queue-operator/controllers"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/connection"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
 )
 
@@ -367,7 +367,7 @@ func (ck *checker) checkWorld(ctx context.Context, w *world) error {
 		skipAll("KafkaCluster %s not found", w.key)
 		return nil
 	}
-	cfg, err := controllers.KafkaConfig(ctx, ck.c, w.kc)
+	cfg, err := connection.KafkaConfig(ctx, ck.c, w.kc)
 	if err != nil {
 		skipAll("KafkaCluster %s: %v", w.key, err)
 		return nil
