@@ -37,18 +37,19 @@ generate: ## Generate DeepCopy methods (controller-gen).
 	$(CONTROLLER_GEN) object paths=./api/...
 
 .PHONY: manifests
-manifests: ## Generate CRDs and RBAC into config/ (controller-gen) and docs/reference.md from the CRDs.
+manifests: ## Generate CRDs and RBAC into config/ (controller-gen), docs/reference.md from the CRDs and docs/troubleshooting.md from the condition reasons.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths="./controllers/...;./internal/webhook/..." output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) webhook paths=./internal/webhook/... output:webhook:artifacts:config=config/webhook
 	go run ./hack/gen-api-reference > docs/reference.md
+	go run ./hack/gen-troubleshooting > docs/troubleshooting.md
 	cp config/crd/bases/*.yaml charts/kafka-queue-operator-crds/files/crds/
 	cp config/rbac/role.yaml charts/kafka-queue-operator/files/rbac/role.yaml
 
-GENERATED = api/v1alpha1/zz_generated.deepcopy.go config/crd/bases/*.yaml config/rbac/role.yaml config/webhook/manifests.yaml docs/reference.md charts/kafka-queue-operator-crds/files/crds/*.yaml charts/kafka-queue-operator/files/rbac/role.yaml
+GENERATED = api/v1alpha1/zz_generated.deepcopy.go config/crd/bases/*.yaml config/rbac/role.yaml config/webhook/manifests.yaml docs/reference.md docs/troubleshooting.md charts/kafka-queue-operator-crds/files/crds/*.yaml charts/kafka-queue-operator/files/rbac/role.yaml
 
 .PHONY: verify
-verify: fmt vet ## gofmt and go vet, then regenerate DeepCopy, CRDs, RBAC, the webhook config, docs/reference.md and the chart's copies; fail if any were stale.
+verify: fmt vet ## gofmt and go vet, then regenerate DeepCopy, CRDs, RBAC, the webhook config, docs/reference.md, docs/troubleshooting.md and the chart's copies; fail if any were stale.
 	@before=$$(cat $(GENERATED) | sha256sum); \
 	$(MAKE) -s generate manifests >/dev/null; \
 	after=$$(cat $(GENERATED) | sha256sum); \

@@ -19,6 +19,7 @@ const (
 const (
 	// ReasonRedriveWaiting: the redrive cannot start yet (route, queue or cluster not ready,
 	// or another redrive of the same route is active); the message names what it waits for.
+	// Do: read the message: it names the route, queue or cluster it waits for.
 	ReasonRedriveWaiting = "Waiting"
 	// ReasonRedriveRunning: records are being moved.
 	ReasonRedriveRunning = "Running"
@@ -27,13 +28,18 @@ const (
 	// ReasonRedriveCancelled: spec.cancel stopped the redrive.
 	ReasonRedriveCancelled = "CancelRequested"
 	// ReasonRedriveFailed: the redrive stopped on an error it cannot retry.
+	// Do: read the error in the message (an authorization, a topic gone), fix it, and create
+	// another DeadLetterRedrive.
 	ReasonRedriveFailed = "RedriveFailed"
 	// ReasonRedriveLimitReached: records whose kqo.redrive.count header already reached
 	// spec.maxRedrives were not moved.
+	// Do: inspect those records: they were redriven spec.maxRedrives times already; raise
+	// maxRedrives to move them again.
 	ReasonRedriveLimitReached = "RedriveLimitReached"
 	// ReasonNoRecordsRefused: no record reached spec.maxRedrives.
 	ReasonNoRecordsRefused = "NoRecordsRefused"
 	// ReasonRouteNotFound: the DeadLetterRoute spec.routeRef.name names does not exist.
+	// Do: create the DeadLetterRoute spec.routeRef.name names, or fix the name.
 	ReasonRouteNotFound = "RouteNotFound"
 	// ReasonRedriveStarted (Event): the bound was recorded and moving began.
 	ReasonRedriveStarted = "RedriveStarted"

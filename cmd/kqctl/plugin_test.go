@@ -77,13 +77,13 @@ func (p *pluginPath) run(t *testing.T, dir string, env []string, argv ...string)
 }
 
 // TestKubectlPlugin builds kqctl once, as `make build` does, and runs the real kubectl with it
-// on PATH: help, completion, the kubeconfig flags, README.md's commands, the krew archive.
+// on PATH: help, completion, the kubeconfig flags, docs/kqctl.md's commands, the krew archive.
 func TestKubectlPlugin(t *testing.T) {
 	p := buildPlugin(t)
 	t.Run("help", func(t *testing.T) { testKubectlPluginHelp(t, p) })
 	t.Run("completion", func(t *testing.T) { testKubectlPluginCompletion(t, p) })
 	t.Run("kubeconfig flags", func(t *testing.T) { testKubectlPluginKubeconfigFlags(t, p) })
-	t.Run("README commands", func(t *testing.T) { testReadmeKqctlCommands(t, p) })
+	t.Run("docs commands", func(t *testing.T) { testDocsKqctlCommands(t, p) })
 	t.Run("queue operations docs", func(t *testing.T) { testQueueOperationsDocs(t, p) })
 	t.Run("krew release archive", func(t *testing.T) { testKrewReleaseArchive(t, p) })
 }
@@ -357,16 +357,16 @@ func TestImportDeprecatedClusterFlag(t *testing.T) {
 	}
 }
 
-// readmeCommands returns the commands of README.md's block marked <!-- test:kqctl -->.
-func readmeCommands(t *testing.T) []string {
+// docsCommands returns the commands of docs/kqctl.md's block marked <!-- test:kqctl -->.
+func docsCommands(t *testing.T) []string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(rig.RepoRoot(), "README.md"))
+	data, err := os.ReadFile(filepath.Join(rig.RepoRoot(), "docs", "kqctl.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, ok := strings.Cut(string(data), "<!-- test:kqctl -->\n```sh\n")
 	if !ok {
-		t.Fatal("README.md has no <!-- test:kqctl --> sh block")
+		t.Fatal("docs/kqctl.md has no <!-- test:kqctl --> sh block")
 	}
 	block, _, _ := strings.Cut(rest, "```")
 	var cmds []string
@@ -378,10 +378,10 @@ func readmeCommands(t *testing.T) []string {
 	return cmds
 }
 
-// testReadmeKqctlCommands runs README.md's kqctl commands verbatim through kubectl's plugin
+// testDocsKqctlCommands runs docs/kqctl.md's kqctl commands verbatim through kubectl's plugin
 // lookup against the rig: a KafkaCluster kafka in namespace shop, attributes.json in the
 // working directory.
-func testReadmeKqctlCommands(t *testing.T, p *pluginPath) {
+func testDocsKqctlCommands(t *testing.T, p *pluginPath) {
 	skipShort(t)
 	ctx := context.Background()
 	ensureNamespace(t, "shop")
@@ -413,9 +413,9 @@ func testReadmeKqctlCommands(t *testing.T, p *pluginPath) {
 		t.Fatal(err)
 	}
 
-	cmds := readmeCommands(t)
+	cmds := docsCommands(t)
 	if len(cmds) < 4 {
-		t.Fatalf("README kqctl block: %q", cmds)
+		t.Fatalf("docs/kqctl.md kqctl block: %q", cmds)
 	}
 	outputs := map[string]string{}
 	for _, c := range cmds {
@@ -439,7 +439,7 @@ func testReadmeKqctlCommands(t *testing.T, p *pluginPath) {
 		"namespace: shop",                                          // status -A -o yaml
 	} {
 		if !strings.Contains(all, want) {
-			t.Errorf("README kqctl commands' output lacks %q", want)
+			t.Errorf("docs/kqctl.md commands' output lacks %q", want)
 		}
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "orders.yaml")); err != nil || !strings.Contains(string(b), "kind: ShareQueue") {
