@@ -24,6 +24,11 @@ ALONE_PKGS := ./test/e2e/
 # the rest instead of running last on their own.
 TEST_PKGS := ./test/node/ ./controllers/ ./...
 IMG ?= ghcr.io/kafkaqueues/kafka-queue-operator:0.2.0
+# VERSION is what `manager --version`, `republisher --version` and `kqctl version` print: the
+# nearest tag (git describe), else the chart's appVersion marked as a development build.
+VERSION ?= $(shell git describe --tags --dirty 2>/dev/null || echo v0.2.0-dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+VERSION_LDFLAGS = -X github.com/kafkaqueues/kafka-queue-operator/internal/version.Version=$(VERSION) -X github.com/kafkaqueues/kafka-queue-operator/internal/version.Commit=$(COMMIT)
 CONTROLLER_GEN := go tool controller-gen
 
 .PHONY: help
@@ -154,10 +159,10 @@ helm-lint: ## Lint and render both charts (helm from the Go module proxy, pinned
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager, republisher and kqctl binaries into bin/ (bin/kubectl-kq is the kubectl plugin, bin/kubectl_complete-kq its completion).
-	CGO_ENABLED=0 go build -trimpath -o bin/manager ./cmd/manager
-	CGO_ENABLED=0 go build -trimpath -o bin/republisher ./cmd/republisher
-	CGO_ENABLED=0 go build -trimpath -o bin/kqctl ./cmd/kqctl
+build: ## Build the manager, republisher and kqctl binaries into bin/ with VERSION linked in (bin/kubectl-kq is the kubectl plugin, bin/kubectl_complete-kq its completion).
+	CGO_ENABLED=0 go build -trimpath -ldflags="$(VERSION_LDFLAGS)" -o bin/manager ./cmd/manager
+	CGO_ENABLED=0 go build -trimpath -ldflags="$(VERSION_LDFLAGS)" -o bin/republisher ./cmd/republisher
+	CGO_ENABLED=0 go build -trimpath -ldflags="$(VERSION_LDFLAGS)" -o bin/kqctl ./cmd/kqctl
 	ln -sf kqctl bin/kubectl-kq
 	ln -sf kqctl bin/kubectl_complete-kq
 

@@ -137,7 +137,7 @@ The kubeconfig flags (--kubeconfig, --context, -n/--namespace, --as, ...) work a
 	}
 	imp.AddCommand(newImportSQSCmd(name, cf))
 	root.AddCommand(imp, newStatusCmd(name, cf), newPlanCmd(name, cf), newPurgeCmd(name, cf), newResetOffsetsCmd(name, cf), newRedriveCmd(name, cf),
-		newVerifyCmd(name, cf))
+		newVerifyCmd(name, cf), newVersionCmd(name))
 	return root
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/kafkaqueues/kafka-queue-operator/controllers"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/memlimit"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/version"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/webhook"
 )
 
@@ -80,9 +81,14 @@ func main() {
 	flag.StringVar(&republisherImage, "republisher-image", "", "Image of the injected republisher sidecar (the operator's own image, which contains /republisher).")
 	var memLimitRatio float64
 	flag.Float64Var(&memLimitRatio, "memory-limit-ratio", memlimit.DefaultRatio, "When GOMEMLIMIT is not set, the Go runtime's soft memory limit as this share of the container's cgroup memory limit (memory.max, or memory.limit_in_bytes on cgroup v1), so the GC collects harder before the OOM killer would act; 0 turns it off. Nothing is set without a cgroup limit. The chart sets GOMEMLIMIT itself (docs/capacity-planning.md).")
+	showVersion := flag.Bool("version", false, "Print the version and exit.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if *showVersion {
+		fmt.Println("manager", version.Get())
+		return
+	}
 	if err := controllers.ValidateDepthIntervals(opts.DepthInterval, opts.DepthStatusInterval); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -182,7 +188,7 @@ func main() {
 		// Not ready until the webhook serves with a valid certificate.
 		utilruntime.Must(mgr.AddReadyzCheck("webhook", webhook.ReadyCheck(wh)))
 	}
-	setupLog.Info("starting manager")
+	setupLog.Info("starting manager", "version", version.Get().String())
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		setupLog.Error(err, "manager exited")
 		os.Exit(1)

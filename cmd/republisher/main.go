@@ -38,6 +38,7 @@ import (
 
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/republisher"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/version"
 )
 
 func envOr(name, def string) string {
@@ -166,7 +167,12 @@ func main() {
 	flag.StringVar(&sec.OAuthScope, "sasl-oauth-scope", envOr("KQO_SASL_OAUTH_SCOPE", ""), "OAUTHBEARER: space-separated scope requested; empty: none (env KQO_SASL_OAUTH_SCOPE).")
 	sec.SASLUsername, sec.SASLPassword = kafka.SecretCredential(os.Getenv("KQO_SASL_USERNAME")), kafka.SecretCredential(os.Getenv("KQO_SASL_PASSWORD"))
 	sec.OAuthClientSecret = os.Getenv("KQO_SASL_OAUTH_CLIENT_SECRET")
+	showVersion := flag.Bool("version", false, "Print the version and exit.")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println("republisher", version.Get())
+		return
+	}
 	settingErrs := checkSettings(*topic, *dlq, *maxAttempts, *lease, *members, *maxRecords)
 	if *limitRefresh <= 0 {
 		settingErrs = append(settingErrs, fmt.Errorf("--limit-refresh (KQO_LIMIT_REFRESH) is %s: it must be positive", *limitRefresh))
