@@ -122,28 +122,41 @@ func planRoute(dlr *kqv1.DeadLetterRoute, obs routeObservation) routePlan {
 	}
 	p.Mode = mode
 	native := mode == kqv1.DeadLetterModeBrokerNative
-	if prefix := obs.Cluster.DeadLetterPrefix(); native && !strings.HasPrefix(p.TopicName, prefix) {
-		msg := fmt.Sprintf("spec.topic.name %q does not start with the brokers' errors.deadletterqueue.topic.name.prefix %q, which BrokerNative mode requires (KIP-1191): set spec.mode: Republisher to keep this name, or recreate this DeadLetterRoute with spec.topic.name %q or without spec.topic.name (it cannot be changed in place)", p.TopicName, prefix, prefix+p.TopicName)
+	if reason, msg := routeTopicRefused(p.TopicName, obs, native); reason != "" {
 		p.Blocked = true
-		p.TopicReady = condInput{metav1.ConditionFalse, kqv1.ReasonTopicNamePrefixRequired, msg}
-		p.RouteActive = condInput{metav1.ConditionFalse, kqv1.ReasonTopicNamePrefixRequired, msg}
+		p.TopicReady = condInput{metav1.ConditionFalse, reason, msg}
+		p.RouteActive = condInput{metav1.ConditionFalse, reason, msg}
 		return p
+	}
+	planRouteTopic(&p, dlr, obs, native)
+	if native {
+		planBrokerNativeGroup(&p, dlr, obs)
+	} else {
+		planRepublisherGroup(&p, dlr, obs)
+	}
+	return p
+}
+
+// routeTopicRefused says why the route's dead-letter topic cannot be used (reason "" when it
+// can): a BrokerNative name without the brokers' prefix, another owner's topic, the queue's
+// own topic.
+func routeTopicRefused(topic string, obs routeObservation, native bool) (reason, msg string) {
+	if prefix := obs.Cluster.DeadLetterPrefix(); native && !strings.HasPrefix(topic, prefix) {
+		return kqv1.ReasonTopicNamePrefixRequired, fmt.Sprintf("spec.topic.name %q does not start with the brokers' errors.deadletterqueue.topic.name.prefix %q, which BrokerNative mode requires (KIP-1191): set spec.mode: Republisher to keep this name, or recreate this DeadLetterRoute with spec.topic.name %q or without spec.topic.name (it cannot be changed in place)", topic, prefix, prefix+topic)
 	}
 	if obs.TopicOwner != "" {
-		msg := fmt.Sprintf("dead-letter topic %s is the topic of %s on this Kafka cluster; dead records need a topic of their own: recreate this DeadLetterRoute with another spec.topic.name (it cannot be changed in place)", p.TopicName, obs.TopicOwner)
-		p.Blocked = true
-		p.TopicReady = condInput{metav1.ConditionFalse, kqv1.ReasonConflict, msg}
-		p.RouteActive = condInput{metav1.ConditionFalse, kqv1.ReasonConflict, msg}
-		return p
+		return kqv1.ReasonConflict, fmt.Sprintf("dead-letter topic %s is the topic of %s on this Kafka cluster; dead records need a topic of their own: recreate this DeadLetterRoute with another spec.topic.name (it cannot be changed in place)", topic, obs.TopicOwner)
 	}
-	if p.TopicName == obs.QueueTopic {
-		msg := fmt.Sprintf("spec.topic.name %q is the queue's own topic; dead records need a topic of their own", p.TopicName)
-		p.Blocked = true
-		p.TopicReady = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, msg}
-		p.RouteActive = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, msg}
-		return p
+	if topic == obs.QueueTopic {
+		return kqv1.ReasonKafkaRejected, fmt.Sprintf("spec.topic.name %q is the queue's own topic; dead records need a topic of their own", topic)
 	}
+	return "", ""
+}
 
+// planRouteTopic plans the dead-letter topic: created when missing, grown to the declared
+// partitions (more is kept), its declared configs set (and, BrokerNative,
+// errors.deadletterqueue.group.enable).
+func planRouteTopic(p *routePlan, dlr *kqv1.DeadLetterRoute, obs routeObservation, native bool) {
 	want := map[string]string{}
 	for k, v := range normalisedConfigs(dlr.Spec.Topic.Config) {
 		want[k] = v
@@ -152,47 +165,49 @@ func planRoute(dlr *kqv1.DeadLetterRoute, obs routeObservation) routePlan {
 		want[dlqGroupEnableConfig] = "true"
 	}
 	partitions := max(dlr.Spec.Topic.Partitions, 1)
-	exists := obs.Topic.Err == nil
-	switch {
-	case !exists:
+	if obs.Topic.Err != nil {
 		rf := int16(-1)
 		if dlr.Spec.Topic.ReplicationFactor != nil {
 			rf = int16(*dlr.Spec.Topic.ReplicationFactor)
 		}
 		p.CreateTopic = &kafka.NewTopic{Name: p.TopicName, Partitions: partitions, ReplicationFactor: rf, Configs: want}
 		p.TopicReady = condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("topic %s has %d partitions", p.TopicName, partitions)}
-	default:
-		have := obs.Topic.Partitions
-		switch {
-		case partitions > have:
-			p.GrowPartitionsTo = partitions
-			have = partitions
-		case partitions < have:
-			// More partitions than declared is harmless for a dead-letter topic: reported, kept.
-		}
-		for _, k := range sortedKeys(want) {
-			if e, ok := obs.TopicConfigs[k]; !ok || normaliseValue(e.Value) != normaliseValue(want[k]) {
-				p.TopicConfigs = append(p.TopicConfigs, kafka.AlterConfig{Name: k, Op: kafka.OpSet, Value: want[k]})
-			}
-		}
-		p.TopicReady = condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("topic %s has %d partitions", p.TopicName, have)}
+		return
 	}
+	have := obs.Topic.Partitions
+	if partitions > have {
+		p.GrowPartitionsTo = partitions
+		have = partitions
+	} // more partitions than declared is harmless for a dead-letter topic: reported, kept
+	for _, k := range sortedKeys(want) {
+		if e, ok := obs.TopicConfigs[k]; !ok || normaliseValue(e.Value) != normaliseValue(want[k]) {
+			p.TopicConfigs = append(p.TopicConfigs, kafka.AlterConfig{Name: k, Op: kafka.OpSet, Value: want[k]})
+		}
+	}
+	p.TopicReady = condInput{metav1.ConditionTrue, kqv1.ReasonReady, fmt.Sprintf("topic %s has %d partitions", p.TopicName, have)}
+}
 
-	if native {
-		group := map[string]string{dlqTopicNameConfig: p.TopicName, dlqCopyRecordConfig: strconv.FormatBool(dlr.Spec.CopyRecord)}
-		for _, k := range sortedKeys(group) {
-			if e, ok := obs.GroupConfigs[k]; !ok || !e.IsOverride() || e.Value != group[k] {
-				p.GroupConfigs = append(p.GroupConfigs, kafka.AlterConfig{Name: k, Op: kafka.OpSet, Value: group[k]})
-			}
+// planBrokerNativeGroup plans the group's KIP-1191 configs: the brokers write its dead
+// records to the topic.
+func planBrokerNativeGroup(p *routePlan, dlr *kqv1.DeadLetterRoute, obs routeObservation) {
+	group := map[string]string{dlqTopicNameConfig: p.TopicName, dlqCopyRecordConfig: strconv.FormatBool(dlr.Spec.CopyRecord)}
+	for _, k := range sortedKeys(group) {
+		if e, ok := obs.GroupConfigs[k]; !ok || !e.IsOverride() || e.Value != group[k] {
+			p.GroupConfigs = append(p.GroupConfigs, kafka.AlterConfig{Name: k, Op: kafka.OpSet, Value: group[k]})
 		}
-		what := "its metadata (group, topic, partition, offset, delivery count)"
-		if dlr.Spec.CopyRecord {
-			what = "a copy of the record with its metadata"
-		}
-		p.RouteActive = condInput{metav1.ConditionTrue, kqv1.ReasonBrokerNative,
-			fmt.Sprintf("the brokers write %s to topic %s for every record of group %s that is rejected or released past the delivery limit (%s, KIP-1191)", what, p.TopicName, obs.GroupID, dlqTopicNameConfig)}
-		return p
 	}
+	what := "its metadata (group, topic, partition, offset, delivery count)"
+	if dlr.Spec.CopyRecord {
+		what = "a copy of the record with its metadata"
+	}
+	p.RouteActive = condInput{metav1.ConditionTrue, kqv1.ReasonBrokerNative,
+		fmt.Sprintf("the brokers write %s to topic %s for every record of group %s that is rejected or released past the delivery limit (%s, KIP-1191)", what, p.TopicName, obs.GroupID, dlqTopicNameConfig)}
+}
+
+// planRepublisherGroup removes BrokerNative's group configs and decides whether the sidecar
+// may be injected: the group's limit must reserve the last attempt and renew
+// acknowledgements must be on.
+func planRepublisherGroup(p *routePlan, dlr *kqv1.DeadLetterRoute, obs routeObservation) {
 	for _, k := range []string{dlqTopicNameConfig, dlqCopyRecordConfig} {
 		if e, ok := obs.GroupConfigs[k]; ok && e.IsOverride() {
 			p.GroupConfigs = append(p.GroupConfigs, kafka.AlterConfig{Name: k, Op: kafka.OpDelete})
@@ -209,7 +224,7 @@ func planRoute(dlr *kqv1.DeadLetterRoute, obs routeObservation) routePlan {
 		}
 		p.RouteActive = condInput{metav1.ConditionFalse, kqv1.ReasonDeliveryLimitNotReserved,
 			fmt.Sprintf("Republisher mode needs group %s's %s = maxDeliveryAttempts (%d) + 1 = %s, and it is %s; check the ShareQueue's ConfigValid condition (the brokers' group.share.max.delivery.count.limit may leave no room: lower spec.delivery.maxDeliveryAttempts). The webhook does not inject the republisher until then", obs.GroupID, deliveryCountLimitConfig, obs.QueueAttempts, reserved, have)}
-		return p
+		return
 	}
 	// The sidecar renews the brokers' acquisition lock while the application holds a record
 	// (a lease longer than share.record.lock.duration.ms, the application's renew, a record
@@ -225,9 +240,8 @@ func planRoute(dlr *kqv1.DeadLetterRoute, obs routeObservation) routePlan {
 		}
 		p.RouteActive = condInput{metav1.ConditionFalse, kqv1.ReasonRenewAcknowledgeDisabled,
 			fmt.Sprintf("Republisher mode needs group %s's %s = true (KIP-1222), and it is false (%s): the republisher sidecar renews the brokers' acquisition lock while the application holds a record, and the brokers refuse renews while it is false, so held records would be delivered again while still being worked on. Set spec.delivery.renewAcknowledge: true on ShareQueue %s. The webhook does not inject the republisher until then", obs.GroupID, renewAcknowledgeConfig, from, dlr.Spec.QueueRef.Name)}
-		return p
+		return
 	}
 	p.RouteActive = condInput{metav1.ConditionTrue, kqv1.ReasonRepublisher,
 		fmt.Sprintf("the republisher sidecar, injected into Pods annotated %s=%s, writes to topic %s every record of group %s that is rejected, or released or lapsed on its last attempt; the group's %s is %s, maxDeliveryAttempts (%d) + 1 (the reserved attempt)", kqv1.QueueAnnotation, dlr.Spec.QueueRef.Name, p.TopicName, obs.GroupID, deliveryCountLimitConfig, reserved, obs.QueueAttempts)}
-	return p
 }
