@@ -291,6 +291,11 @@ func TestNodeEndToEnd(t *testing.T) {
 	securedSidecar(ctx, t, sh, cs, k41, ca, clientCert, appImage)
 	phase("secured sidecar: mutual TLS from Secret volumes")
 
+	batchJobThroughAnOutage(ctx, t, r, sh, cs, appImage)
+	phase("batch Job: held through a broker outage, then read every record")
+	refusedCredentials(ctx, t, r, sh, cs, appImage)
+	phase("SASL: refused credentials hold the app; fixed ones let it run")
+
 	// helm uninstall keeps the topics (and the CRDs, queues and routes).
 	sh.Run("helm uninstall kqo -n kqo-system --wait")
 	topics, err := adm.ListTopics(ctx, queueTopic, dlqTopic)
@@ -508,6 +513,263 @@ YAML`, strings.Join(k.TLSBootstrapServers(), ", ")))
 		}
 	}
 	t.Logf("secured sidecar (mutual TLS, Secret volumes): %d records, %d accepted once, %d dead-lettered once", n, len(accepted), len(dead))
+}
+
+// republisherQueue makes a restricted namespace with a KafkaCluster (bootstrap servers and
+// extra spec lines), a ShareQueue named queue and a DeadLetterRoute in Republisher mode (so
+// labelled Pods get the sidecar), waits until all three are Ready and returns the queue's
+// and the route's topics.
+func republisherQueue(t *testing.T, sh *rig.UserShell, ns string, bootstrap []string, clusterSpec, queue string) (topic, dlq string) {
+	t.Helper()
+	sh.Run("kubectl create namespace " + ns + " --dry-run=client -o yaml | kubectl apply -f -") // it may exist, with a Secret
+	sh.Run("kubectl label namespace " + ns + " pod-security.kubernetes.io/enforce=restricted")
+	sh.Run(fmt.Sprintf(`kubectl apply -n %[1]s -f - <<'YAML'
+apiVersion: kafkaqueues.io/v1alpha1
+kind: KafkaCluster
+metadata: {name: kafka}
+spec:
+  bootstrapServers: [%[2]s]
+%[3]s
+---
+apiVersion: kafkaqueues.io/v1alpha1
+kind: ShareQueue
+metadata: {name: %[4]s}
+spec:
+  clusterRef: {name: kafka}
+  delivery: {lockDuration: 15s, maxDeliveryAttempts: 3, autoOffsetReset: earliest}
+---
+apiVersion: kafkaqueues.io/v1alpha1
+kind: DeadLetterRoute
+metadata: {name: %[4]s-dlq}
+spec:
+  queueRef: {name: %[4]s}
+  mode: Republisher
+YAML`, ns, strings.Join(bootstrap, ", "), clusterSpec, queue))
+	sh.Run(fmt.Sprintf("kubectl -n %[1]s wait kqc/kafka sq/%[2]s dlr/%[2]s-dlq --for=condition=Ready --timeout=2m", ns, queue))
+	topic = strings.TrimSpace(sh.Run(fmt.Sprintf("kubectl -n %s get sq %s -o jsonpath='{.status.topicName}'", ns, queue)))
+	dlq = strings.TrimSpace(sh.Run(fmt.Sprintf("kubectl -n %s get dlr %s-dlq -o jsonpath='{.status.topicName}'", ns, queue)))
+	return topic, dlq
+}
+
+// waitSidecarRunning waits for the one Pod of selector in ns to run its kqo-republisher
+// sidecar (started or not: its startup probe decides that) and returns it.
+func waitSidecarRunning(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, selector string) corev1.Pod {
+	t.Helper()
+	var pod corev1.Pod
+	rig.Eventually(t, 2*time.Minute, func() string {
+		ps := podsOf(ctx, t, cs, ns, selector)
+		if len(ps) != 1 {
+			return fmt.Sprintf("%d Pods of %s", len(ps), selector)
+		}
+		pod = ps[0]
+		for _, c := range pod.Status.InitContainerStatuses {
+			if c.Name == "kqo-republisher" && c.State.Running != nil {
+				return ""
+			}
+		}
+		return fmt.Sprintf("Pod %s: no running kqo-republisher yet (init statuses %+v)", pod.Name, pod.Status.InitContainerStatuses)
+	})
+	return pod
+}
+
+// heldBack watches a Pod whose sidecar cannot fetch, for at least d and until more reports
+// true (at most 90 s): its app container must not start, its sidecar must neither pass its
+// startup probe nor restart, and the kubelet must be seen reporting the probe failing with
+// 503 (an Unhealthy Event). A fixed wait on purpose: what it checks is that nothing happens
+// within it.
+func heldBack(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, pod, why string, d time.Duration, more func() bool) {
+	t.Helper()
+	var probeFailed bool
+	for start := time.Now(); time.Since(start) < d || !probeFailed || !more(); time.Sleep(time.Second) {
+		if time.Since(start) > 90*time.Second {
+			t.Fatalf("%s: after 90 s, a 503 startup probe seen %v, and the other checks passed %v", why, probeFailed, more())
+		}
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range p.Status.ContainerStatuses {
+			if c.Name == "app" && (c.State.Running != nil || c.State.Terminated != nil) {
+				t.Fatalf("%s: the app started %s in (state %+v)", why, time.Since(start).Round(time.Second), c.State)
+			}
+		}
+		for _, c := range p.Status.InitContainerStatuses {
+			if c.Name == "kqo-republisher" && (c.RestartCount > 0 || (c.Started != nil && *c.Started)) {
+				t.Fatalf("%s: the sidecar started %v, restarted %d times; want neither", why, c.Started != nil && *c.Started, c.RestartCount)
+			}
+		}
+		if !probeFailed {
+			evs, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range evs.Items {
+				probeFailed = probeFailed || (e.Reason == "Unhealthy" && strings.Contains(e.Message, "Startup probe failed") && strings.Contains(e.Message, "503"))
+			}
+		}
+	}
+}
+
+// produceValues produces each value (as key and value) to topic on k and waits for the
+// brokers to confirm it.
+func produceValues(ctx context.Context, t *testing.T, k *rig.Kafka, topic string, values []string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.BootstrapServers()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for _, v := range values {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(v), Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// ledgerTopic creates the app's ledger topic on k.
+func ledgerTopic(ctx context.Context, t *testing.T, k *rig.Kafka, name string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.BootstrapServers()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// batchJobThroughAnOutage is issue 30 case 8 on the node. A batch Job (the app exits once its
+// queue stays empty for 15 s) whose Pod gets the sidecar while the queue's only broker is
+// down for 30 s: before, the sidecar's startup probe passed at once, the app started, every
+// receive answered 200 with no records and the Job completed having read none. Now the
+// sidecar is not ready while its members cannot reach the brokers (the kubelet's startup
+// probe reads 503), so the app does not start; the outage is shorter than the probe's 120 s
+// budget, so the sidecar is not restarted either. Once the broker is back, the app starts
+// and the Job completes with every record accepted once.
+func batchJobThroughAnOutage(ctx context.Context, t *testing.T, r *rig.NodeRig, sh *rig.UserShell, cs kubernetes.Interface, appImage string) {
+	t.Helper()
+	const ns, n, ledger = "batch", 40, "reports-ledger"
+	k, err := r.StartKafka(ctx, rig.KafkaOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic, dlq := republisherQueue(t, sh, ns, k.BootstrapServers(), "", "reports")
+	ledgerTopic(ctx, t, k, ledger)
+	// Values the app accepts on their first delivery (not %10 == 0, not %7 == 3).
+	var values []string
+	for v := 1; len(values) < n; v++ {
+		if v%10 != 0 && v%7 != 3 {
+			values = append(values, strconv.Itoa(v))
+		}
+	}
+	produceValues(ctx, t, k, topic, values)
+
+	node := k.Nodes[0]
+	k.StopNode(node)
+	down := time.Now()
+	sh.Run(fmt.Sprintf(`kubectl apply -n %s -f - <<'YAML'
+apiVersion: batch/v1
+kind: Job
+metadata: {name: nightly}
+spec:
+  backoffLimit: 0
+  template:
+    metadata:
+      labels: {kafkaqueues.io/queue: reports}
+    spec:
+      restartPolicy: Never
+      securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
+      containers:
+      - name: app
+        image: %s
+        imagePullPolicy: IfNotPresent
+        env:
+        - {name: KQO_APP_BOOTSTRAP, value: "%s"}
+        - {name: KQO_APP_LEDGER_TOPIC, value: %s}
+        - {name: KQO_APP_EXIT_IDLE, value: 15s}
+        securityContext:
+          allowPrivilegeEscalation: false
+          readOnlyRootFilesystem: true
+          runAsUser: 65532
+          capabilities: {drop: [ALL]}
+YAML`, ns, appImage, k.Bootstrap(), ledger))
+	pod := waitSidecarRunning(ctx, t, cs, ns, "job-name=nightly")
+	heldBack(ctx, t, cs, ns, pod.Name, "broker down", 30*time.Second-time.Since(down), func() bool { return true })
+	if err := k.StartNode(ctx, node, nil); err != nil {
+		t.Fatal(err)
+	}
+	up := time.Now()
+	t.Logf("broker down %s; the Job's app did not start meanwhile", up.Sub(down).Round(time.Second))
+
+	watch := newLedgerWatch(ctx, t, k.BootstrapServers(), ledger, dlq)
+	sh.Run("kubectl -n " + ns + " wait job/nightly --for=condition=Complete --timeout=4m")
+	watch.waitSeen(t, n, time.Minute)
+	accepted, dead := watch.waitAll(t, 0, time.Minute, 2*time.Second)
+	for _, v := range values {
+		if len(accepted[v]) != 1 || len(dead[v]) != 0 {
+			t.Errorf("record %s: accepted %d, dead-lettered %d; want 1, 0", v, len(accepted[v]), len(dead[v]))
+		}
+	}
+	p, err := cs.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if c.Name == "app" && (c.State.Terminated == nil || c.State.Terminated.ExitCode != 0 || c.State.Terminated.StartedAt.Time.Before(up.Add(-time.Second))) {
+			t.Errorf("app container %+v: want exited 0, started after the broker came back at %s", c.State, up.Format(time.RFC3339))
+		}
+	}
+	t.Logf("batch Job: %d of %d records accepted once, none before the broker was back", len(accepted), len(values))
+}
+
+// refusedCredentials is the second half of issue 30 case 8 on the node: a Pod whose
+// KafkaCluster's Secret holds a password the brokers refuse (SCRAM-SHA-512). Before, the
+// sidecar answered /readyz 200 for as long as it ran while it logged
+// SASL_AUTHENTICATION_FAILED, so the app started on an empty queue. Now its startup probe
+// fails (503), the app does not start, and the sidecar's log names the refusal. With the
+// password corrected and the Pod replaced, the next Pod's sidecar starts and so does its app.
+// (The broker's SASL listener runs in the node's namespace; the rig's hosts file keeps its
+// reverse lookups from stalling there.)
+func refusedCredentials(ctx context.Context, t *testing.T, r *rig.NodeRig, sh *rig.UserShell, cs kubernetes.Interface, appImage string) {
+	t.Helper()
+	const ns, ledger = "billing", "invoices-ledger"
+	k, err := r.StartKafka(ctx, rig.KafkaOptions{SASLUsers: map[string]string{"alice": "alice-s3cret-pw"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := func(password string) string {
+		return "kubectl -n " + ns + " create secret generic kafka-user --from-literal=username=alice --from-literal=password=" + password + " --dry-run=client -o yaml | kubectl apply -f -"
+	}
+	sh.Run("kubectl create namespace " + ns)
+	sh.Run(secret("alice-s3cret-pw"))
+	topic, dlq := republisherQueue(t, sh, ns, k.SASLBootstrapServers(), "  sasl: {mechanism: SCRAM-SHA-512, secretName: kafka-user}", "invoices")
+	ledgerTopic(ctx, t, k, ledger)
+
+	// The password changes in the Secret only (the brokers still have the old one).
+	sh.Run(secret("not-the-password"))
+	sh.Run(appDeployment(ns, "invoices-worker", "invoices", appImage, k.Bootstrap(), ledger))
+	pod := waitSidecarRunning(ctx, t, cs, ns, "app=invoices-worker")
+	heldBack(ctx, t, cs, ns, pod.Name, "credentials refused", 25*time.Second, func() bool {
+		b, err := cs.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "kqo-republisher"}).DoRaw(ctx)
+		return err == nil && (strings.Contains(string(b), "SASL_AUTHENTICATION_FAILED") || strings.Contains(strings.ToLower(string(b)), "authentication failed"))
+	})
+
+	// The password put right, the Pod replaced: its sidecar starts, then its app, which
+	// accepts what is produced.
+	sh.Run(secret("alice-s3cret-pw"))
+	sh.Run("kubectl -n " + ns + " delete pod " + pod.Name + " --wait=false")
+	next := waitNewPod(ctx, t, cs, ns, "app=invoices-worker", pod.Name)
+	checkSidecarFirst(ctx, t, cs, next)
+	watch := newLedgerWatch(ctx, t, k.BootstrapServers(), ledger, dlq)
+	const n = 20
+	var values []string
+	for i := 0; i < n; i++ {
+		values = append(values, strconv.Itoa(i))
+	}
+	produceValues(ctx, t, k, topic, values)
+	accepted, dead := watch.waitAll(t, n, 2*time.Minute, 0)
+	t.Logf("refused credentials: the app was held while the brokers refused them; with the password right, %d accepted and %d dead-lettered of %d", len(accepted), len(dead), n)
 }
 
 // deletePod deletes a Pod as `kubectl delete pod` does (the default grace period) and

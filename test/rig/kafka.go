@@ -67,6 +67,8 @@ type KafkaOptions struct {
 	// CommandPrefix runs each broker under another command, e.g. nsenter into a network
 	// namespace (NodeRig); storage is formatted without it.
 	CommandPrefix []string
+	// JVMArgs are added to each broker's java command line (system properties).
+	JVMArgs []string
 }
 
 // Node is one running KRaft node.
@@ -392,8 +394,9 @@ func (k *Kafka) startNode(n *Node) error {
 	}
 	args := []string{"java",
 		"-Xms128m", "-Xmx768m", "-XX:+UseG1GC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
-		"-Dlog4j2.configurationFile=" + filepath.Join(k.Options.Dir, "log4j2.properties"),
-		"-cp", k.classpath, "kafka.Kafka", n.propsFile}
+		"-Dlog4j2.configurationFile=" + filepath.Join(k.Options.Dir, "log4j2.properties")}
+	args = append(args, k.Options.JVMArgs...)
+	args = append(args, "-cp", k.classpath, "kafka.Kafka", n.propsFile)
 	args = append(slices.Clone(k.Options.CommandPrefix), args...)
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf

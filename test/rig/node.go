@@ -338,6 +338,14 @@ func (r *NodeRig) StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, er
 	if opts.Log == nil {
 		opts.Log = r.opts.Log
 	}
+	// The namespace has no DNS: a broker's reverse lookup of a client's address (a SASL
+	// handshake does one) hangs 10 s per connection there. Java resolves from this file alone
+	// instead, and an address not in it fails at once.
+	hosts := filepath.Join(opts.Dir, "hosts")
+	if err := os.WriteFile(hosts, []byte(fmt.Sprintf("127.0.0.1 localhost\n%s kqo-node\n%s kqo-host\n", NodeIP, NodeHostIP)), 0o644); err != nil {
+		return nil, err
+	}
+	opts.JVMArgs = append(opts.JVMArgs, "-Djdk.net.hosts.file="+hosts)
 	k, err := StartKafka(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("starting a broker in the node's namespace: %w", err)

@@ -5,7 +5,9 @@ package soak
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -34,10 +36,11 @@ const (
 	faultQueueRecreate = "queue-delete-recreate"
 	faultRouteRecreate = "route-delete-recreate"
 	faultDLTDelete     = "dlt-deleted-outside"
+	faultOldOutage     = "old-broker-outage"
 )
 
 var faultKinds = []string{faultBrokerKill, faultISRLoss, faultBoundChange, faultManagerKill, faultAPIServer,
-	faultSpecEdit, faultQueueRecreate, faultRouteRecreate, faultDLTDelete}
+	faultSpecEdit, faultQueueRecreate, faultRouteRecreate, faultDLTDelete, faultOldOutage}
 
 func brokerFault(k string) bool {
 	return k == faultBrokerKill || k == faultISRLoss || k == faultBoundChange
@@ -50,7 +53,12 @@ func brokerFault(k string) bool {
 func (s *soak) runEpisode(ctx context.Context, ep int, rng *rand.Rand) {
 	n := 1 + rng.IntN(3)
 	var kinds []string
-	for len(kinds) < n {
+	if ep == 1 {
+		// Every run, the 3-minute CI form too, starts with the outage of old's broker: the
+		// sidecars' readiness is checked only there.
+		kinds = []string{faultOldOutage}
+	}
+	for len(kinds) < n && !slices.Contains(kinds, faultOldOutage) {
 		// Kinds are dealt from a shuffled deck, so every kind comes up once in each
 		// len(faultKinds) draws, even in a 3-minute run; a kind that cannot join this
 		// episode (a second broker fault, a repeat) goes back under the deck.
@@ -60,6 +68,12 @@ func (s *soak) runEpisode(ctx context.Context, ep int, rng *rand.Rand) {
 		}
 		k := s.deck[0]
 		s.deck = s.deck[1:]
+		if k == faultOldOutage && len(kinds) > 0 {
+			// It runs alone: old's queues, routes and dead-letter topics are unreachable
+			// meanwhile, which other faults on old would take for their own failure.
+			s.deck = append(s.deck, k)
+			break
+		}
 		if slices.Contains(kinds, k) || brokerFault(k) && slices.ContainsFunc(kinds, brokerFault) {
 			s.deck = append(s.deck, k)
 			if len(s.deck) == 1 || !slices.ContainsFunc(s.deck, func(d string) bool {
@@ -215,6 +229,9 @@ func (s *soak) inject(ctx context.Context, ep int, kind string, rng *rand.Rand) 
 		end(err)
 		return err
 
+	case faultOldOutage:
+		return s.oldOutage(ctx, ep, kind, rng)
+
 	case faultQueueRecreate:
 		return s.recreate(ctx, ep, kind, s.pop.take(rng, 3, nil), false)
 
@@ -256,6 +273,80 @@ func (s *soak) inject(ctx context.Context, ep int, kind string, rng *rand.Rand) 
 		return err
 	}
 	return fmt.Errorf("unknown fault %q", kind)
+}
+
+// sidecarNoticeBound is how long after its only broker stops a republisher sidecar may still
+// answer /readyz 200: the members notice at their next heartbeat (share groups: 5 s) or fetch.
+const sidecarNoticeBound = 15 * time.Second
+
+// oldOutage stops old's only broker for 15–25 s (issue 30 case 8). Every republisher sidecar
+// (they all use old) must answer /readyz 503 within sidecarNoticeBound of the stop and stay
+// so while the broker is down, and answer 200 again within settleBound once it is back. A
+// sidecar that keeps saying ready while it cannot fetch lets an application start, or stay
+// in rotation, on what looks like an empty queue. Whatever is found is a test error naming
+// the sidecar and what it answered.
+func (s *soak) oldOutage(ctx context.Context, ep int, kind string, rng *rand.Rand) error {
+	down := time.Duration(15+rng.IntN(11)) * time.Second
+	end := s.flog.fault(ep, kind, fmt.Sprintf("stop old's broker for %s: every republisher sidecar must answer /readyz 503 within %s and 200 again once it is back", down, sidecarNoticeBound))
+	node := s.old.Nodes[0]
+	s.old.StopNode(node)
+	stopped := time.Now()
+	hc := &http.Client{Timeout: 2 * time.Second}
+	readyz := func(url string) (int, string) {
+		resp, err := hc.Get(url)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(b))
+	}
+	firstUnready := map[string]time.Time{}
+	var problems []string
+	for time.Since(stopped) < down {
+		for q, url := range s.tr.sidecarHealth {
+			code, body := readyz(url)
+			switch {
+			case code == http.StatusServiceUnavailable:
+				if _, seen := firstUnready[q]; !seen {
+					firstUnready[q] = time.Now()
+					s.flog.note("episode %d: sidecar of %s answered /readyz 503 %s after the stop: %s", ep, q, time.Since(stopped).Round(100*time.Millisecond), body)
+				}
+			case code == http.StatusOK && (time.Since(stopped) > sidecarNoticeBound || firstUnready[q] != time.Time{}):
+				problems = append(problems, fmt.Sprintf("sidecar of %s answered /readyz 200 %s after its only broker stopped", q, time.Since(stopped).Round(100*time.Millisecond)))
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	for q := range s.tr.sidecarHealth {
+		if _, seen := firstUnready[q]; !seen {
+			problems = append(problems, fmt.Sprintf("sidecar of %s never answered /readyz 503 in a %s outage of its only broker", q, down))
+		}
+	}
+	err := s.old.StartNode(ctx, node, nil)
+	if err == nil {
+		back := time.Now()
+		for q, url := range s.tr.sidecarHealth {
+			for {
+				code, body := readyz(url)
+				if code == http.StatusOK {
+					s.flog.note("episode %d: sidecar of %s ready again %s after the broker was back", ep, q, time.Since(back).Round(100*time.Millisecond))
+					break
+				}
+				if time.Since(back) > settleBound {
+					problems = append(problems, fmt.Sprintf("sidecar of %s not ready %s after its broker was back: %d %s", q, settleBound, code, body))
+					break
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+		}
+	}
+	if len(problems) > 0 {
+		slices.Sort(problems)
+		s.t.Errorf("episode %d: %s: %s", ep, kind, strings.Join(problems, "; "))
+	}
+	end(err)
+	return err
 }
 
 // recreate deletes the queues (or their routes), waits until they are gone and creates them

@@ -300,6 +300,8 @@ type traffic struct {
 	prodCancel, consCancel context.CancelFunc
 	prodWG, consWG         sync.WaitGroup
 	sidecars               []*exec.Cmd
+	// sidecarHealth is each sidecar's /readyz URL, by its queue.
+	sidecarHealth map[string]string
 }
 
 type trafficQueue struct {
@@ -348,13 +350,21 @@ func (s *soak) startTraffic(ctx context.Context) {
 		if err != nil {
 			s.t.Fatal(err)
 		}
+		healthAddr, err := rig.FreeLoopbackAddr()
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if s.tr.sidecarHealth == nil {
+			s.tr.sidecarHealth = map[string]string{}
+		}
+		s.tr.sidecarHealth[tq.name] = "http://" + healthAddr + "/readyz"
 		logf, err := os.Create(filepath.Join(s.dir, "republisher-"+tq.name+".log"))
 		if err != nil {
 			s.t.Fatal(err)
 		}
 		cmd := exec.Command(s.republisherBin, "--bootstrap-servers="+strings.Join(tq.bootstrap, ","), "--topic="+tq.name, "--group="+tq.name,
 			"--dead-letter-topic="+tq.dlt, "--max-delivery-attempts="+strconv.Itoa(int(tq.attempts)), "--listen="+addr,
-			"--metrics-bind-address=0", "--members=2", "--lease=30s")
+			"--metrics-bind-address=0", "--health-bind-address="+healthAddr, "--members=2", "--lease=30s")
 		cmd.Stdout, cmd.Stderr = logf, logf
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {

@@ -17,7 +17,10 @@
 // written: the sidecar delivers a record whose accept was not taken again.
 //
 // Environment: KQO_APP_SIDECAR (default http://127.0.0.1:8787), KQO_APP_BOOTSTRAP (brokers,
-// comma-separated; required), KQO_APP_LEDGER_TOPIC (required), HOSTNAME.
+// comma-separated; required), KQO_APP_LEDGER_TOPIC (required), HOSTNAME, and
+// KQO_APP_EXIT_IDLE (a Go duration; unset: never): as a batch Job does, exit 0 once every
+// receive for that long answered 200 with no records (a failed receive is not an empty
+// queue: it starts the idle time again).
 //
 // It receives only once GET /healthz on the sidecar answers 200 (tried every 200ms), with
 // POST /v1/receive {"maxRecords":50,"waitMs":2000}. On SIGTERM or SIGINT it stops receiving
@@ -89,9 +92,11 @@ type counts struct {
 
 type app struct {
 	sidecar string
-	topic   string
-	pod     string
-	client  *http.Client
+	// exitIdle, when not 0, ends run once receives were empty for that long.
+	exitIdle time.Duration
+	topic    string
+	pod      string
+	client   *http.Client
 	// ledger produces recs and waits for the brokers to confirm them.
 	ledger func(ctx context.Context, recs []*kgo.Record) error
 	log    *slog.Logger
@@ -121,8 +126,16 @@ func main() {
 		log.Error("config", "error", err.Error())
 		os.Exit(2)
 	}
+	var exitIdle time.Duration
+	if v := os.Getenv("KQO_APP_EXIT_IDLE"); v != "" {
+		if exitIdle, err = time.ParseDuration(v); err != nil || exitIdle <= 0 {
+			log.Error("config", "error", fmt.Sprintf("KQO_APP_EXIT_IDLE %q is not a positive duration", v))
+			os.Exit(2)
+		}
+	}
 	a := &app{
-		sidecar: sidecar, topic: topic, pod: pod,
+		exitIdle: exitIdle,
+		sidecar:  sidecar, topic: topic, pod: pod,
 		client: &http.Client{Timeout: 35 * time.Second},
 		ledger: func(ctx context.Context, recs []*kgo.Record) error {
 			return kc.ProduceSync(ctx, recs...).FirstErr()
@@ -158,8 +171,15 @@ func (a *app) run(ctx context.Context) {
 		a.log.Info("stop", "before", "ready")
 		return
 	}
+	idleSince := time.Now()
 	for ctx.Err() == nil {
 		recs, err := a.receive()
+		if err != nil || len(recs) > 0 {
+			idleSince = time.Now()
+		} else if a.exitIdle > 0 && time.Since(idleSince) >= a.exitIdle {
+			a.log.Info("idle", "for", a.exitIdle.String())
+			break
+		}
 		if err != nil {
 			a.log.Warn("receive-failed", "error", err.Error())
 			select {

@@ -54,6 +54,8 @@ type fakeSidecar struct {
 	deliveries     map[string][]int32  // value -> deliveryCounts handed out
 	receives       int
 	onReceive      func(batch int) // called before a non-empty answer
+	// unavailable answers that many receives 503, as a sidecar whose brokers are away does.
+	unavailable int
 }
 
 func newFake(t *testing.T, values ...string) *fakeSidecar {
@@ -91,6 +93,12 @@ func (f *fakeSidecar) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			f.t.Errorf("receive body %v (%v), want maxRecords 50, waitMs 2000", in, err)
 		}
 		f.receives++
+		if f.unavailable > 0 {
+			f.unavailable--
+			time.Sleep(5 * time.Millisecond)
+			http.Error(w, `{"error":"cannot fetch: connection refused"}`, http.StatusServiceUnavailable)
+			return
+		}
 		for id, rec := range f.out { // lapsed
 			delete(f.out, id)
 			rec.DeliveryCount++
@@ -270,5 +278,22 @@ func TestRunFinishesBatchInHandOnStop(t *testing.T) {
 	}
 	if len(l.recs) != 2 {
 		t.Errorf("%d ledger records, want 2 (1 and 2)", len(l.recs))
+	}
+}
+
+// With KQO_APP_EXIT_IDLE, run returns by itself once receives were empty for that long, as a
+// batch Job does, having handled every record first; receives the sidecar refuses (503,
+// brokers away) are not an empty queue and do not count towards the idle time.
+func TestRunExitsWhenIdle(t *testing.T) {
+	f := newFake(t, "1", "2", "4")
+	f.unavailable = 3 // each refused receive is retried after 500 ms: 1.5 s, longer than exitIdle
+	a, l := testApp(t, f)
+	a.exitIdle = 100 * time.Millisecond
+	runUntil(t, a, context.Background(), func() {}, nil)
+	if len(l.recs) != 3 || !f.settled() {
+		t.Errorf("exited with %d of 3 records in the ledger (settled %v)", len(l.recs), f.settled())
+	}
+	if f.unavailable != 0 {
+		t.Errorf("exited with %d refused receives still to come: a refused receive counted as idle", f.unavailable)
 	}
 }
