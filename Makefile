@@ -166,6 +166,10 @@ build: ## Build the manager, republisher and kqctl binaries into bin/ with VERSI
 	ln -sf kqctl bin/kubectl-kq
 	ln -sf kqctl bin/kubectl_complete-kq
 
+.PHONY: release
+release: ## Build a release's artifacts into dist/ (VERSION=vX.Y.Z): both charts packaged, the image tarball and its digest, kubectl-kq archives for linux and darwin on amd64 and arm64 (with the LICENSE), the krew manifest filled, checksums.txt. Uploads nothing (docs/install.md).
+	go run ./hack/release -o dist -version $(VERSION) -commit $(COMMIT)
+
 .PHONY: image-tar
 image-tar: ## Build the image (tag $(IMG)) and the test node's pause and queueapp images as tarballs in bin/images, without Docker; ctr -n k8s.io images import loads them.
 	go run ./hack/build-image -o bin/images -tag $(IMG)

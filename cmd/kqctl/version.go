@@ -15,7 +15,7 @@ func newVersionCmd(name string) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:     "version [-o text|json]",
-		Short:   "Print kqctl's version",
+		Short:   "Print this CLI's version (the release it was built from)",
 		Example: "  " + name + " version\n  " + name + " version -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -150,6 +150,9 @@ func NewUserShellWithKubeconfig(t *testing.T, kubeconfig string) *UserShell {
 	return &UserShell{t: t, dir: work, env: env, Replace: map[string]string{}}
 }
 
+// WorkDir is the directory the commands run in (it holds a link to the checkout's charts).
+func (s *UserShell) WorkDir() string { return s.dir }
+
 // Run runs one command and returns its combined output; a failing command fails the test.
 func (s *UserShell) Run(cmd string) string {
 	s.t.Helper()
