@@ -643,43 +643,12 @@ func (p *Previewer) PreviewRoute(ctx context.Context, dlr *kqv1.DeadLetterRoute)
 		}
 	}
 
-	// The source queue: planned in this run, else live (planned here too, for the writes its
-	// reconcile makes for this route, such as the reserved attempt).
-	var sq *kqv1.ShareQueue
-	var queuePlanned *queuePlan
-	if pq := p.queues[queueKey]; pq != nil {
-		sq, queuePlanned = pq.sq, &pq.plan
-	} else if why, ok := p.unplanned[queueKey]; ok {
-		if why.err != nil {
-			return nil, fmt.Errorf("spec.queueRef.name: ShareQueue %s could not be planned: %w", queueKey, why.err)
-		}
-		out.Conflict = joinNote(out.Conflict, fmt.Sprintf("ShareQueue %s does not own its topic or group, so this route writes nothing until it does: %s", dlr.Spec.QueueRef.Name, why.conflict))
+	sq, queuePlanned, err := p.routeQueue(ctx, dlr, out)
+	if err != nil {
+		return nil, err
+	}
+	if sq == nil { // the queue does not own its topic or group: out.Conflict says so
 		return out, nil
-	} else {
-		sq = &kqv1.ShareQueue{}
-		if err := c.Get(ctx, types.NamespacedName{Namespace: dlr.Namespace, Name: dlr.Spec.QueueRef.Name}, sq); err != nil {
-			if apierrors.IsNotFound(err) {
-				if p.refused["ShareQueue "+queueKey] {
-					return nil, fmt.Errorf("spec.queueRef.name: ShareQueue %s is in these manifests but the apiserver refused it (above)", queueKey)
-				}
-				return nil, fmt.Errorf("spec.queueRef.name: ShareQueue %s does not exist and is not in these manifests", queueKey)
-			}
-			return nil, fmt.Errorf("reading ShareQueue %s: %w", queueKey, err)
-		}
-		if _, _, conflict := queueOwnership(sq); conflict != "" {
-			out.Conflict = joinNote(out.Conflict, fmt.Sprintf("ShareQueue %s does not own its topic or group, so this route writes nothing until it does: %s", sq.Name, conflict))
-			return out, nil
-		}
-		if out.Conflict == "" {
-			qp, err := p.Preview(ctx, sq.DeepCopy())
-			if err != nil {
-				return nil, fmt.Errorf("spec.queueRef.name: ShareQueue %s could not be planned: %w", queueKey, err)
-			}
-			if pq := p.queues[queueKey]; pq != nil {
-				queuePlanned = &pq.plan
-				out.QueueChanges = qp.Changes
-			}
-		}
 	}
 	kc, cl, err := p.cluster(ctx, sq.Namespace, sq.Spec.ClusterRef.Name)
 	if err != nil {
@@ -723,34 +692,87 @@ func (p *Previewer) PreviewRoute(ctx context.Context, dlr *kqv1.DeadLetterRoute)
 	out.Mode, out.TopicName, out.Changes = plan.Mode, plan.TopicName, plan.Changes()
 	topicReady, routeActive := plan.TopicReady, plan.RouteActive
 	if !plan.Blocked && !plan.Empty() {
-		w := topicWrites{Topic: plan.TopicName, Create: plan.CreateTopic, GrowTo: plan.GrowPartitionsTo, TopicConfigs: plan.TopicConfigs, Group: obs.GroupID, GroupConfigs: plan.GroupConfigs}
-		if w.Create != nil {
-			// As in apply: the group is pointed at the topic once it exists.
-			w.GroupConfigs = nil
-		}
-		v := validateWrites(ctx, cl, w)
-		for _, e := range []struct {
-			err  error
-			cond *condInput
-			what string
-		}{{v.CreateErr, &topicReady, "creating topic " + plan.TopicName}, {v.GrowErr, &topicReady, "growing topic " + plan.TopicName},
-			{v.TopicConfigErr, &topicReady, "topic " + plan.TopicName + " configs"}, {v.GroupConfigErr, &routeActive, "group " + obs.GroupID + " configs"}} {
-			switch {
-			case e.err == nil, kafka.IsAlreadyExists(e.err):
-			case kafka.IsRetriable(e.err):
-				out.Unchecked = joinNote(out.Unchecked, fmt.Sprintf("%s: %v", e.what, e.err))
-			default:
-				msg := fmt.Sprintf("the brokers refuse %s: %v", e.what, e.err)
-				out.Refused = append(out.Refused, msg)
-				*e.cond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, msg}
-				routeActive = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, msg}
-			}
-		}
+		topicReady, routeActive = validateRoutePlan(ctx, cl, plan, obs.GroupID, out)
 	}
 	for typ, in := range map[string]condInput{kqv1.ConditionTopicReady: topicReady, kqv1.ConditionRouteActive: routeActive} {
 		out.Conditions[typ] = fmt.Sprintf("%s/%s: %s", in.Status, in.Reason, in.Message)
 	}
 	return out, nil
+}
+
+// routeQueue is the source queue of a previewed route: planned in this run, else live (and
+// then planned here too, for the writes its reconcile makes for the route, such as the
+// reserved attempt), with its plan when there is one. It is nil, with out.Conflict saying
+// why, when the queue does not own its topic or group.
+func (p *Previewer) routeQueue(ctx context.Context, dlr *kqv1.DeadLetterRoute, out *RoutePreview) (sq *kqv1.ShareQueue, queuePlanned *queuePlan, err error) {
+	c := p.Client
+	queueKey := out.Queue
+	if pq := p.queues[queueKey]; pq != nil {
+		sq, queuePlanned = pq.sq, &pq.plan
+	} else if why, ok := p.unplanned[queueKey]; ok {
+		if why.err != nil {
+			return nil, nil, fmt.Errorf("spec.queueRef.name: ShareQueue %s could not be planned: %w", queueKey, why.err)
+		}
+		out.Conflict = joinNote(out.Conflict, fmt.Sprintf("ShareQueue %s does not own its topic or group, so this route writes nothing until it does: %s", dlr.Spec.QueueRef.Name, why.conflict))
+		return nil, nil, nil
+	} else {
+		sq = &kqv1.ShareQueue{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: dlr.Namespace, Name: dlr.Spec.QueueRef.Name}, sq); err != nil {
+			if apierrors.IsNotFound(err) {
+				if p.refused["ShareQueue "+queueKey] {
+					return nil, nil, fmt.Errorf("spec.queueRef.name: ShareQueue %s is in these manifests but the apiserver refused it (above)", queueKey)
+				}
+				return nil, nil, fmt.Errorf("spec.queueRef.name: ShareQueue %s does not exist and is not in these manifests", queueKey)
+			}
+			return nil, nil, fmt.Errorf("reading ShareQueue %s: %w", queueKey, err)
+		}
+		if _, _, conflict := queueOwnership(sq); conflict != "" {
+			out.Conflict = joinNote(out.Conflict, fmt.Sprintf("ShareQueue %s does not own its topic or group, so this route writes nothing until it does: %s", sq.Name, conflict))
+			return nil, nil, nil
+		}
+		if out.Conflict == "" {
+			qp, err := p.Preview(ctx, sq.DeepCopy())
+			if err != nil {
+				return nil, nil, fmt.Errorf("spec.queueRef.name: ShareQueue %s could not be planned: %w", queueKey, err)
+			}
+			if pq := p.queues[queueKey]; pq != nil {
+				queuePlanned = &pq.plan
+				out.QueueChanges = qp.Changes
+			}
+		}
+	}
+	return sq, queuePlanned, nil
+}
+
+// validateRoutePlan sends the route's planned writes to the brokers with ValidateOnly and
+// returns TopicReady and RouteActive as the brokers' answers leave them; refusals and what
+// could not be checked go to out.
+func validateRoutePlan(ctx context.Context, cl *kafka.Client, plan routePlan, group string, out *RoutePreview) (topicReady, routeActive condInput) {
+	topicReady, routeActive = plan.TopicReady, plan.RouteActive
+	w := topicWrites{Topic: plan.TopicName, Create: plan.CreateTopic, GrowTo: plan.GrowPartitionsTo, TopicConfigs: plan.TopicConfigs, Group: group, GroupConfigs: plan.GroupConfigs}
+	if w.Create != nil {
+		// As in apply: the group is pointed at the topic once it exists.
+		w.GroupConfigs = nil
+	}
+	v := validateWrites(ctx, cl, w)
+	for _, e := range []struct {
+		err  error
+		cond *condInput
+		what string
+	}{{v.CreateErr, &topicReady, "creating topic " + plan.TopicName}, {v.GrowErr, &topicReady, "growing topic " + plan.TopicName},
+		{v.TopicConfigErr, &topicReady, "topic " + plan.TopicName + " configs"}, {v.GroupConfigErr, &routeActive, "group " + group + " configs"}} {
+		switch {
+		case e.err == nil, kafka.IsAlreadyExists(e.err):
+		case kafka.IsRetriable(e.err):
+			out.Unchecked = joinNote(out.Unchecked, fmt.Sprintf("%s: %v", e.what, e.err))
+		default:
+			msg := fmt.Sprintf("the brokers refuse %s: %v", e.what, e.err)
+			out.Refused = append(out.Refused, msg)
+			*e.cond = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, msg}
+			routeActive = condInput{metav1.ConditionFalse, kqv1.ReasonKafkaRejected, msg}
+		}
+	}
+	return topicReady, routeActive
 }
 
 // withAlters returns configs with the incremental changes applied (a set value gets source).

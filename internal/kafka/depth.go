@@ -156,114 +156,29 @@ func (c *Client) Depth(ctx context.Context, queues []DepthQuery, countTopics []s
 	}
 	ends := c.depthListOffsets(ctx, all, func(tp) int64 { return -1 })
 
-	// Starts: log start of counted topics; where a queue's group holds no state, its reset.
-	starts := map[tp]int64{} // timestamp to ask for
-	for _, t := range countTopics {
-		for p := range meta[t].leaders {
-			starts[tp{t, p}] = -2
-		}
-	}
-	now := time.Now()
-	for _, q := range queues {
-		m := meta[q.Topic]
-		if m.err != nil || groupsErr != nil {
-			continue
-		}
-		g := shareOffs[q.Group]
-		if g.err != nil {
-			continue
-		}
-		ts, ok := resetTimestamp(q.AutoOffsetReset, now)
-		if !ok {
-			continue // latest: no backlog where the group holds no state
-		}
-		for p := range m.leaders {
-			if _, held := g.parts[tp{q.Topic, p}]; !held {
-				starts[tp{q.Topic, p}] = ts
-			}
-		}
-	}
+	r := depthRound{meta: meta, shareOffs: shareOffs, groupsErr: groupsErr, ends: ends, now: time.Now()}
+	starts := r.startQueries(queues, countTopics)
 	startTPs := make([]tp, 0, len(starts))
 	for k := range starts {
 		startTPs = append(startTPs, k)
 	}
-	startOffs := c.depthListOffsets(ctx, startTPs, func(k tp) int64 { return starts[k] })
-
+	r.starts = c.depthListOffsets(ctx, startTPs, func(k tp) int64 { return starts[k] })
 	for _, t := range countTopics {
-		m := meta[t]
-		if m.err != nil {
-			rep.Topics[t] = TopicRecords{Err: m.err}
-			continue
-		}
-		var tr TopicRecords
-		for _, p := range m.partitions() {
-			e, eok := ends[tp{t, p}]
-			s, sok := startOffs[tp{t, p}]
-			if !eok || !sok {
-				tr.Unread = append(tr.Unread, p)
-				continue
-			}
-			tr.Records += max(e-s, 0)
-		}
-		rep.Topics[t] = tr
+		rep.Topics[t] = r.topicRecords(t)
 	}
 
 	// Per queue: backlog per partition, and where to read the oldest timestamp.
 	fetchAt := map[tpo]bool{}
-	starts0 := map[string]map[int32]int64{} // by group: partition → backlog start
+	from := map[string]map[int32]int64{} // by group: partition → backlog start
 	for _, q := range queues {
-		m := meta[q.Topic]
-		d := QueueDepth{Partitions: int32(len(m.leaders))}
-		switch {
-		case m.err != nil:
-			d.Err = m.err
-		case groupsErr != nil:
-			d.Err = groupsErr
-		case shareOffs[q.Group].err != nil:
-			d.Err = shareOffs[q.Group].err
-		}
-		if d.Err != nil {
-			rep.Queues[q.Group] = d
-			continue
-		}
-		g := shareOffs[q.Group]
-		_, resets := resetTimestamp(q.AutoOffsetReset, now)
-		for _, p := range m.partitions() {
-			k := tp{q.Topic, p}
-			end, eok := ends[k]
-			held, isHeld := g.parts[k]
-			var from int64
-			var lag int64 = -1
-			switch {
-			case !eok, isHeld && held.err != nil:
-				d.Unread = append(d.Unread, p)
-				continue
-			case isHeld:
-				from, lag = held.start, held.lag
-			case !resets:
-				from = end
-			default:
-				s, ok := startOffs[k]
-				if !ok {
-					d.Unread = append(d.Unread, p)
-					continue
-				}
-				from = s
-			}
-			n := max(end-from, 0)
-			if lag >= 0 {
-				n = lag
-			}
-			d.Backlog += n
-			if n > 0 && from < end {
-				fetchAt[tpo{k, from}] = true
-				if starts0[q.Group] == nil {
-					starts0[q.Group] = map[int32]int64{}
-				}
-				starts0[q.Group][p] = from
-			}
-		}
+		d, qfrom := r.queueBacklog(q)
 		rep.Queues[q.Group] = d
+		if len(qfrom) > 0 {
+			from[q.Group] = qfrom
+		}
+		for p, o := range qfrom {
+			fetchAt[tpo{tp{q.Topic, p}, o}] = true
+		}
 	}
 
 	// Oldest record: the first timestamp of the batch at each backlog's start.
@@ -273,8 +188,8 @@ func (c *Client) Depth(ctx context.Context, queues []DepthQuery, countTopics []s
 		if d.Err != nil {
 			continue
 		}
-		for p, from := range starts0[q.Group] {
-			ts, ok := stamps[tpo{tp{q.Topic, p}, from}]
+		for p, o := range from[q.Group] {
+			ts, ok := stamps[tpo{tp{q.Topic, p}, o}]
 			switch {
 			case !ok:
 				d.Undated = append(d.Undated, p)
@@ -286,6 +201,120 @@ func (c *Client) Depth(ctx context.Context, queues []DepthQuery, countTopics []s
 		rep.Queues[q.Group] = d
 	}
 	return rep, nil
+}
+
+// depthRound is what one Depth call read: topic metadata, the groups' share-partition
+// offsets, end offsets and the starts asked for.
+type depthRound struct {
+	meta         map[string]topicMeta
+	shareOffs    map[string]groupOffsets
+	groupsErr    error
+	ends, starts map[tp]int64
+	now          time.Time
+}
+
+// startQueries are the ListOffsets timestamps a round needs, by partition: the log start
+// (-2) of counted topics, and a queue's reset where its group holds no state.
+func (r *depthRound) startQueries(queues []DepthQuery, countTopics []string) map[tp]int64 {
+	starts := map[tp]int64{}
+	for _, t := range countTopics {
+		for p := range r.meta[t].leaders {
+			starts[tp{t, p}] = -2
+		}
+	}
+	for _, q := range queues {
+		m := r.meta[q.Topic]
+		if m.err != nil || r.groupsErr != nil {
+			continue
+		}
+		g := r.shareOffs[q.Group]
+		if g.err != nil {
+			continue
+		}
+		ts, ok := resetTimestamp(q.AutoOffsetReset, r.now)
+		if !ok {
+			continue // latest: no backlog where the group holds no state
+		}
+		for p := range m.leaders {
+			if _, held := g.parts[tp{q.Topic, p}]; !held {
+				starts[tp{q.Topic, p}] = ts
+			}
+		}
+	}
+	return starts
+}
+
+// topicRecords counts a topic's records, from log start to end.
+func (r *depthRound) topicRecords(t string) TopicRecords {
+	m := r.meta[t]
+	if m.err != nil {
+		return TopicRecords{Err: m.err}
+	}
+	var tr TopicRecords
+	for _, p := range m.partitions() {
+		e, eok := r.ends[tp{t, p}]
+		s, sok := r.starts[tp{t, p}]
+		if !eok || !sok {
+			tr.Unread = append(tr.Unread, p)
+			continue
+		}
+		tr.Records += max(e-s, 0)
+	}
+	return tr
+}
+
+// queueBacklog is a queue's backlog per partition (the broker's lag where it reports one, else
+// end − start) and, by partition, the offset where each backlog starts (where to read the
+// oldest record's time).
+func (r *depthRound) queueBacklog(q DepthQuery) (QueueDepth, map[int32]int64) {
+	m := r.meta[q.Topic]
+	d := QueueDepth{Partitions: int32(len(m.leaders))}
+	switch {
+	case m.err != nil:
+		d.Err = m.err
+	case r.groupsErr != nil:
+		d.Err = r.groupsErr
+	case r.shareOffs[q.Group].err != nil:
+		d.Err = r.shareOffs[q.Group].err
+	}
+	if d.Err != nil {
+		return d, nil
+	}
+	g := r.shareOffs[q.Group]
+	_, resets := resetTimestamp(q.AutoOffsetReset, r.now)
+	fromAt := map[int32]int64{}
+	for _, p := range m.partitions() {
+		k := tp{q.Topic, p}
+		end, eok := r.ends[k]
+		held, isHeld := g.parts[k]
+		var from int64
+		var lag int64 = -1
+		switch {
+		case !eok, isHeld && held.err != nil:
+			d.Unread = append(d.Unread, p)
+			continue
+		case isHeld:
+			from, lag = held.start, held.lag
+		case !resets:
+			from = end
+		default:
+			s, ok := r.starts[k]
+			if !ok {
+				d.Unread = append(d.Unread, p)
+				continue
+			}
+			from = s
+		}
+		n := max(end-from, 0)
+		if lag >= 0 {
+			n = lag
+		}
+		d.Backlog += n
+		if n > 0 && from < end {
+			fromAt[p] = from
+		}
+	}
+	return d, fromAt
 }
 
 type tp struct {

@@ -261,38 +261,9 @@ func (p *PodInjector) sidecarFor(ctx context.Context, ns, queue, source string) 
 		}
 		return warn("reading ShareQueue %s/%s: %v", ns, queue, err)
 	}
-	var routes kqv1.DeadLetterRouteList
-	if err := p.Reader.List(ctx, &routes, client.InNamespace(ns)); err != nil {
-		return warn("listing DeadLetterRoutes in %s: %v", ns, err)
-	}
-	var naming []kqv1.DeadLetterRoute
-	for _, r := range routes.Items {
-		if r.Spec.QueueRef.Name == queue {
-			naming = append(naming, r)
-		}
-	}
-	route := kqv1.OwningRoute(naming)
+	route, why := p.activeRoute(ctx, ns, queue)
 	if route == nil {
-		return warn("ShareQueue %s has no DeadLetterRoute", queue)
-	}
-	switch route.Status.EffectiveMode {
-	case kqv1.DeadLetterModeRepublisher:
-	case kqv1.DeadLetterModeBrokerNative:
-		return warn("DeadLetterRoute %s runs in BrokerNative mode: the brokers write dead records themselves, no sidecar is needed", route.Name)
-	default:
-		return warn("DeadLetterRoute %s has not resolved its mode yet (status.effectiveMode is empty); recreate the Pod once it is Ready", route.Name)
-	}
-	if route.Status.TopicName == "" {
-		return warn("DeadLetterRoute %s has no topic yet", route.Name)
-	}
-	if c := meta.FindStatusCondition(route.Status.Conditions, kqv1.ConditionRouteActive); c == nil || c.Status != metav1.ConditionTrue {
-		// Above all: the group must hold the reserved attempt, or the sidecar's idea of the
-		// last attempt would not match the brokers'.
-		why := "it has not been reconciled"
-		if c != nil {
-			why = c.Reason + ": " + c.Message
-		}
-		return warn("DeadLetterRoute %s is not active (%s)", route.Name, why)
+		return warn("%s", why)
 	}
 	var kc kqv1.KafkaCluster
 	if err := p.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: sq.Spec.ClusterRef.Name}, &kc); err != nil {
@@ -309,6 +280,56 @@ func (p *PodInjector) sidecarFor(ctx context.Context, ns, queue, source string) 
 	if image == "" {
 		return warn("no republisher image is configured (manager --republisher-image or the route's spec.republisher.image)")
 	}
+	inj := &injection{}
+	c := p.container(image, &sq, route, attempts, &kc)
+	addSecurity(c, inj, &kc)
+	inj.container = *c
+	return inj, ""
+}
+
+// activeRoute returns the DeadLetterRoute that owns queue in ns when it is an active
+// Republisher route with its topic, or nil and why not.
+func (p *PodInjector) activeRoute(ctx context.Context, ns, queue string) (*kqv1.DeadLetterRoute, string) {
+	var routes kqv1.DeadLetterRouteList
+	if err := p.Reader.List(ctx, &routes, client.InNamespace(ns)); err != nil {
+		return nil, fmt.Sprintf("listing DeadLetterRoutes in %s: %v", ns, err)
+	}
+	var naming []kqv1.DeadLetterRoute
+	for _, r := range routes.Items {
+		if r.Spec.QueueRef.Name == queue {
+			naming = append(naming, r)
+		}
+	}
+	route := kqv1.OwningRoute(naming)
+	if route == nil {
+		return nil, fmt.Sprintf("ShareQueue %s has no DeadLetterRoute", queue)
+	}
+	switch route.Status.EffectiveMode {
+	case kqv1.DeadLetterModeRepublisher:
+	case kqv1.DeadLetterModeBrokerNative:
+		return nil, fmt.Sprintf("DeadLetterRoute %s runs in BrokerNative mode: the brokers write dead records themselves, no sidecar is needed", route.Name)
+	default:
+		return nil, fmt.Sprintf("DeadLetterRoute %s has not resolved its mode yet (status.effectiveMode is empty); recreate the Pod once it is Ready", route.Name)
+	}
+	if route.Status.TopicName == "" {
+		return nil, fmt.Sprintf("DeadLetterRoute %s has no topic yet", route.Name)
+	}
+	if c := meta.FindStatusCondition(route.Status.Conditions, kqv1.ConditionRouteActive); c == nil || c.Status != metav1.ConditionTrue {
+		// Above all: the group must hold the reserved attempt, or the sidecar's idea of the
+		// last attempt would not match the brokers'.
+		why := "it has not been reconciled"
+		if c != nil {
+			why = c.Reason + ": " + c.Message
+		}
+		return nil, fmt.Sprintf("DeadLetterRoute %s is not active (%s)", route.Name, why)
+	}
+	return route, ""
+}
+
+// container is the republisher sidecar for queue sq with its route: a native sidecar
+// (restartPolicy Always) under the restricted Pod Security Standard, its startup probe on
+// /readyz, the route's resources and member settings.
+func (p *PodInjector) container(image string, sq *kqv1.ShareQueue, route *kqv1.DeadLetterRoute, attempts int32, kc *kqv1.KafkaCluster) *corev1.Container {
 	apiPort, metricsPort := p.APIPort, p.MetricsPort
 	if apiPort == 0 {
 		apiPort = 8787
@@ -329,7 +350,7 @@ func (p *PodInjector) sidecarFor(ctx context.Context, ns, queue, source string) 
 			{Name: "KQO_GROUP", Value: sq.Status.GroupID},
 			{Name: "KQO_DEAD_LETTER_TOPIC", Value: route.Status.TopicName},
 			{Name: "KQO_MAX_DELIVERY_ATTEMPTS", Value: strconv.Itoa(int(attempts))},
-			{Name: "KQO_LEASE", Value: leaseOf(&sq).String()},
+			{Name: "KQO_LEASE", Value: leaseOf(sq).String()},
 			{Name: "KQO_LISTEN", Value: fmt.Sprintf("127.0.0.1:%d", apiPort)},
 			{Name: "KQO_METRICS_BIND_ADDRESS", Value: fmt.Sprintf(":%d", metricsPort)},
 		},
@@ -372,10 +393,7 @@ func (p *PodInjector) sidecarFor(ctx context.Context, ns, queue, source string) 
 	if sq.Status.TopicName == "" || sq.Status.GroupID == "" {
 		c.Env[1].Value, c.Env[2].Value = sq.KafkaTopicName(), sq.KafkaGroupID()
 	}
-	inj := &injection{}
-	addSecurity(c, inj, &kc)
-	inj.container = *c
-	return inj, ""
+	return c
 }
 
 // addSecurity gives the sidecar the KafkaCluster's TLS and SASL settings by reference: secret
