@@ -157,201 +157,54 @@ func (c *Client) Redrive(ctx context.Context, o RedriveOptions) (prog RedrivePro
 	if o.RateLimit > 0 && o.MaxBatch > o.RateLimit {
 		o.MaxBatch = o.RateLimit // about one second of records per transaction
 	}
-	bounds := map[int32]RedriveBound{}
-	var empty []int32
+	r := &redriveRun{c: c, o: o, pos: pos, bounds: map[int32]RedriveBound{}, startAt: map[int32]int64{}, startReady: make(chan struct{})}
 	for _, b := range o.Bound {
 		if b.End > b.Start {
-			bounds[b.Partition] = b
+			r.bounds[b.Partition] = b
 		} else {
-			empty = append(empty, b.Partition)
+			r.empty = append(r.empty, b.Partition)
 		}
 	}
-	if len(bounds) == 0 {
+	if len(r.bounds) == 0 {
 		prog.Done = true
 		return prog, nil
 	}
-	opts, _, err := baseOpts(c.cfg)
-	if err != nil {
+	if err := r.open(); err != nil {
 		return prog, err
 	}
-	// startAt is where consumption starts on each partition, set once the committed position
-	// is known (startReady); the group's own committed offset wins where it is further on.
-	startReady := make(chan struct{})
-	startAt := map[int32]int64{}
-	opts = append(opts,
-		kgo.TransactionalID(o.ID),
-		kgo.TransactionTimeout(30*time.Second),
-		kgo.ConsumerGroup(o.ID),
-		kgo.ConsumeTopics(o.Source),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.SessionTimeout(10*time.Second),
-		kgo.RebalanceTimeout(30*time.Second),
-		kgo.DisableAutoCommit(),
-		kgo.DefaultProduceTopic(o.Target),
-		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
-		kgo.FetchMaxWait(500*time.Millisecond),
-		// Consumption starts at the redrive's position (the bound's start, or the committed
-		// position within it), not at the topic's start: the records before it are not this
-		// redrive's, and stepping over them would take offsets-only transactions.
-		kgo.AdjustFetchOffsetsFn(func(actx context.Context, fetched map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
-			select {
-			case <-startReady:
-			case <-actx.Done():
-				return nil, actx.Err()
-			}
-			for p, off := range fetched[o.Source] {
-				start, ok := startAt[p]
-				if !ok {
-					continue
-				}
-				if off.EpochOffset().Offset < start {
-					fetched[o.Source][p] = kgo.NewOffset().At(start).WithEpoch(-1)
-				}
-			}
-			return fetched, nil
-		}),
-	)
-	sess, err := kgo.NewGroupTransactSession(opts...)
-	if err != nil {
-		return prog, fmt.Errorf("kafka: building redrive client: %w", err)
-	}
-	defer sess.Close()
-	cl := sess.Client()
-
-	// Fence an earlier process with the same transactional.id: its open transaction, if any,
-	// is aborted, so the committed position read next is final.
-	if _, _, err := cl.ProducerID(ctx); err != nil {
-		return prog, fmt.Errorf("kafka: initializing transactional producer %s: %w", o.ID, err)
-	}
-	committed, err := kadm.NewClient(cl).FetchOffsets(kadm.RequireStable(ctx), o.ID)
-	if err == nil {
-		err = committed.Error()
-	}
-	if err != nil {
-		return prog, fmt.Errorf("kafka: reading redrive position of group %s: %w", o.ID, err)
-	}
-	for p, b := range bounds {
-		pos[p] = b.Start
-		// The committed offset may lie beyond End (records past the bound polled with the
-		// last batch are committed, not moved): the position within the bound is capped.
-		if r, ok := committed.Lookup(o.Source, p); ok && r.At > b.Start {
-			pos[p] = min(r.At, b.End)
-		}
-	}
-	for p, at := range pos {
-		startAt[p] = at
-	}
-	close(startReady)
-	if err := c.tallyPrefix(ctx, o, bounds, pos, &prog); err != nil {
+	defer r.sess.Close()
+	if err := r.resume(ctx); err != nil {
 		return prog, err
 	}
-	done := func() bool {
-		for p, b := range bounds {
-			if pos[p] < b.End {
-				return false
-			}
-		}
-		return true
+	if err := c.tallyPrefix(ctx, o, r.bounds, pos, &prog); err != nil {
+		return prog, err
 	}
-	pauseDone := func() {
-		cl.PauseFetchPartitions(map[string][]int32{o.Source: empty})
-		for p, b := range bounds {
-			if pos[p] >= b.End {
-				cl.PauseFetchPartitions(map[string][]int32{o.Source: {p}})
-			}
-		}
-	}
-	pauseDone()
+	r.pauseDone()
 	if o.Progress != nil {
 		o.Progress(prog, 0)
 	}
-	var lim *rate.Limiter
 	if o.RateLimit > 0 {
-		lim = rate.NewLimiter(rate.Limit(o.RateLimit), 1)
+		r.lim = rate.NewLimiter(rate.Limit(o.RateLimit), 1)
 	}
 	began := time.Now()
 	var movedHere int64
 	aborts := 0 // transactions aborted in a row
-	for !done() {
+	for !r.done() {
 		if o.Stop != nil && o.Stop() {
 			return prog, nil
 		}
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		fs := sess.PollRecords(pctx, o.MaxBatch)
-		cancel()
-		if ctx.Err() != nil {
-			return prog, ctx.Err()
-		}
-		var fetchErr error
-		fs.EachError(func(_ string, _ int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && fetchErr == nil {
-				fetchErr = err
-			}
-		})
-		if fetchErr != nil {
-			return prog, fmt.Errorf("kafka: reading %s: %w", o.Source, fetchErr)
+		fs, err := r.poll(ctx)
+		if err != nil {
+			return prog, err
 		}
 		if fs.NumRecords() == 0 {
 			continue
 		}
-		if err := sess.Begin(); err != nil {
-			return prog, fmt.Errorf("kafka: beginning transaction: %w", err)
-		}
-		var rs []*kgo.Record
-		passed := map[int32]bool{} // partitions read beyond End: nothing of the bound is left
-		fs.EachRecord(func(r *kgo.Record) {
-			b, ok := bounds[r.Partition]
-			switch {
-			case !ok || r.Offset < pos[r.Partition]:
-			case r.Offset < b.End:
-				rs = append(rs, r)
-			default:
-				// Offsets within the bound that were not read are gone (retention) or were
-				// no records (transaction markers).
-				passed[r.Partition] = true
-			}
-		})
-		headers, err := c.withOrigins(ctx, o.Target, rs)
+		batch, newPos, passed, committed, err := r.transact(ctx, fs, prog)
 		if err != nil {
-			_, _ = sess.End(ctx, kgo.TryAbort)
-			return prog, fmt.Errorf("kafka: reading the origin records of broker-written dead letters in %s: %w", o.Target, err)
+			return prog, err
 		}
-		batch := prog
-		newPos := map[int32]int64{}
-		var produceErr error
-		for i, r := range rs {
-			if produceErr != nil {
-				break
-			}
-			newPos[r.Partition] = r.Offset + 1
-			hs := headers[i]
-			d := o.Decide(hs)
-			batch.add(d)
-			if d != RedriveMove {
-				continue
-			}
-			if lim != nil {
-				if err := lim.Wait(ctx); err != nil {
-					produceErr = err
-					continue
-				}
-			}
-			out := &kgo.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: toKgoHeaders(o.Rewrite(hs))}
-			sess.Produce(ctx, out, func(_ *kgo.Record, err error) {
-				if err != nil && produceErr == nil {
-					produceErr = err
-				}
-			})
-		}
-		committedTxn, err := sess.End(ctx, produceErr == nil)
-		if err == nil && produceErr != nil {
-			err = produceErr
-		}
-		if err != nil {
-			return prog, fmt.Errorf("kafka: redrive transaction: %w", err)
-		}
-		if !committedTxn {
+		if !committed {
 			// The session aborted the transaction (a rebalance, or the coordinator still
 			// completing the previous one: CONCURRENT_TRANSACTIONS) and rewound the consumer to
 			// the committed position; pos has not moved, so the same records are read again.
@@ -373,15 +226,216 @@ func (c *Client) Redrive(ctx context.Context, o RedriveOptions) (prog RedrivePro
 			pos[p] = next
 		}
 		for p := range passed {
-			pos[p] = bounds[p].End
+			pos[p] = r.bounds[p].End
 		}
-		pauseDone()
+		r.pauseDone()
 		if o.Progress != nil {
 			o.Progress(prog, float64(movedHere)/time.Since(began).Seconds())
 		}
 	}
 	prog.Done = true
 	return prog, nil
+}
+
+// redriveRun is one Redrive call: its transactional session and where it stands.
+type redriveRun struct {
+	c      *Client
+	o      RedriveOptions
+	sess   *kgo.GroupTransactSession
+	cl     *kgo.Client
+	bounds map[int32]RedriveBound
+	empty  []int32 // partitions with nothing to move
+	pos    map[int32]int64
+	lim    *rate.Limiter
+	// startAt is where consumption starts on each partition, set once the committed
+	// position is known (startReady); the group's own committed offset wins where it is
+	// further on.
+	startAt    map[int32]int64
+	startReady chan struct{}
+}
+
+// open builds the transactional session: producer to Target with transactional.id ID,
+// read_committed consumer of Source in group ID, starting at the redrive's position.
+func (r *redriveRun) open() error {
+	o := r.o
+	opts, _, err := baseOpts(r.c.cfg)
+	if err != nil {
+		return err
+	}
+	opts = append(opts,
+		kgo.TransactionalID(o.ID),
+		kgo.TransactionTimeout(30*time.Second),
+		kgo.ConsumerGroup(o.ID),
+		kgo.ConsumeTopics(o.Source),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.SessionTimeout(10*time.Second),
+		kgo.RebalanceTimeout(30*time.Second),
+		kgo.DisableAutoCommit(),
+		kgo.DefaultProduceTopic(o.Target),
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		kgo.FetchMaxWait(500*time.Millisecond),
+		// Consumption starts at the redrive's position (the bound's start, or the committed
+		// position within it), not at the topic's start: the records before it are not this
+		// redrive's, and stepping over them would take offsets-only transactions.
+		kgo.AdjustFetchOffsetsFn(func(actx context.Context, fetched map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+			select {
+			case <-r.startReady:
+			case <-actx.Done():
+				return nil, actx.Err()
+			}
+			for p, off := range fetched[o.Source] {
+				start, ok := r.startAt[p]
+				if !ok {
+					continue
+				}
+				if off.EpochOffset().Offset < start {
+					fetched[o.Source][p] = kgo.NewOffset().At(start).WithEpoch(-1)
+				}
+			}
+			return fetched, nil
+		}),
+	)
+	sess, err := kgo.NewGroupTransactSession(opts...)
+	if err != nil {
+		return fmt.Errorf("kafka: building redrive client: %w", err)
+	}
+	r.sess, r.cl = sess, sess.Client()
+	return nil
+}
+
+// resume fences an earlier process with the same transactional.id (its open transaction,
+// if any, is aborted, so the committed position read next is final), reads the committed
+// position and starts consumption there.
+func (r *redriveRun) resume(ctx context.Context) error {
+	o := r.o
+	if _, _, err := r.cl.ProducerID(ctx); err != nil {
+		return fmt.Errorf("kafka: initializing transactional producer %s: %w", o.ID, err)
+	}
+	committed, err := kadm.NewClient(r.cl).FetchOffsets(kadm.RequireStable(ctx), o.ID)
+	if err == nil {
+		err = committed.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("kafka: reading redrive position of group %s: %w", o.ID, err)
+	}
+	for p, b := range r.bounds {
+		r.pos[p] = b.Start
+		// The committed offset may lie beyond End (records past the bound polled with the
+		// last batch are committed, not moved): the position within the bound is capped.
+		if c, ok := committed.Lookup(o.Source, p); ok && c.At > b.Start {
+			r.pos[p] = min(c.At, b.End)
+		}
+	}
+	for p, at := range r.pos {
+		r.startAt[p] = at
+	}
+	close(r.startReady)
+	return nil
+}
+
+func (r *redriveRun) done() bool {
+	for p, b := range r.bounds {
+		if r.pos[p] < b.End {
+			return false
+		}
+	}
+	return true
+}
+
+// pauseDone stops fetching the partitions with nothing left to move.
+func (r *redriveRun) pauseDone() {
+	r.cl.PauseFetchPartitions(map[string][]int32{r.o.Source: r.empty})
+	for p, b := range r.bounds {
+		if r.pos[p] >= b.End {
+			r.cl.PauseFetchPartitions(map[string][]int32{r.o.Source: {p}})
+		}
+	}
+}
+
+// poll reads up to MaxBatch records (2 s at most); a fetch error ends the redrive.
+func (r *redriveRun) poll(ctx context.Context) (kgo.Fetches, error) {
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	fs := r.sess.PollRecords(pctx, r.o.MaxBatch)
+	cancel()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	var fetchErr error
+	fs.EachError(func(_ string, _ int32, err error) {
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && fetchErr == nil {
+			fetchErr = err
+		}
+	})
+	if fetchErr != nil {
+		return nil, fmt.Errorf("kafka: reading %s: %w", r.o.Source, fetchErr)
+	}
+	return fs, nil
+}
+
+// transact moves the polled records of the bound in one transaction that also commits the
+// read position: batch is prog with this batch counted, newPos the next offset per partition
+// read, passed the partitions read beyond End. committed is false when the session aborted
+// the transaction (nothing moved; the consumer is rewound).
+func (r *redriveRun) transact(ctx context.Context, fs kgo.Fetches, prog RedriveProgress) (batch RedriveProgress, newPos map[int32]int64, passed map[int32]bool, committed bool, err error) {
+	o, sess := r.o, r.sess
+	if err := sess.Begin(); err != nil {
+		return prog, nil, nil, false, fmt.Errorf("kafka: beginning transaction: %w", err)
+	}
+	var rs []*kgo.Record
+	passed = map[int32]bool{} // partitions read beyond End: nothing of the bound is left
+	fs.EachRecord(func(rec *kgo.Record) {
+		b, ok := r.bounds[rec.Partition]
+		switch {
+		case !ok || rec.Offset < r.pos[rec.Partition]:
+		case rec.Offset < b.End:
+			rs = append(rs, rec)
+		default:
+			// Offsets within the bound that were not read are gone (retention) or were
+			// no records (transaction markers).
+			passed[rec.Partition] = true
+		}
+	})
+	headers, err := r.c.withOrigins(ctx, o.Target, rs)
+	if err != nil {
+		_, _ = sess.End(ctx, kgo.TryAbort)
+		return prog, nil, nil, false, fmt.Errorf("kafka: reading the origin records of broker-written dead letters in %s: %w", o.Target, err)
+	}
+	batch = prog
+	newPos = map[int32]int64{}
+	var produceErr error
+	for i, rec := range rs {
+		if produceErr != nil {
+			break
+		}
+		newPos[rec.Partition] = rec.Offset + 1
+		hs := headers[i]
+		d := o.Decide(hs)
+		batch.add(d)
+		if d != RedriveMove {
+			continue
+		}
+		if r.lim != nil {
+			if err := r.lim.Wait(ctx); err != nil {
+				produceErr = err
+				continue
+			}
+		}
+		out := &kgo.Record{Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp, Headers: toKgoHeaders(o.Rewrite(hs))}
+		sess.Produce(ctx, out, func(_ *kgo.Record, err error) {
+			if err != nil && produceErr == nil {
+				produceErr = err
+			}
+		})
+	}
+	committed, err = sess.End(ctx, produceErr == nil)
+	if err == nil && produceErr != nil {
+		err = produceErr
+	}
+	if err != nil {
+		return prog, nil, nil, false, fmt.Errorf("kafka: redrive transaction: %w", err)
+	}
+	return batch, newPos, passed, committed, nil
 }
 
 // tallyPrefix counts the records of the already committed prefix [bound start, pos) with
