@@ -1,12 +1,10 @@
 package controllers
 
 import (
-	"context"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,15 +81,6 @@ func reconcileMode(annotations map[string]string) string {
 		}
 	}
 	return reconcileInvalid
-}
-
-// patchStatusIfChanged merge-patches obj's status against original unless unchanged, so a
-// reconcile that changed nothing writes nothing. A vanished object is not an error.
-func patchStatusIfChanged(ctx context.Context, c client.Client, original, obj client.Object, unchanged bool) error {
-	if unchanged {
-		return nil
-	}
-	return client.IgnoreNotFound(c.Status().Patch(ctx, obj, client.MergeFrom(original)))
 }
 
 // emitEvent records an Event on obj when a recorder is configured.

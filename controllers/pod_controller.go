@@ -12,12 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -41,26 +39,6 @@ var podsWithoutRepublisher = prometheus.NewCounterVec(prometheus.CounterOpts{
 
 func init() {
 	metrics.Registry.MustRegister(podsWithoutRepublisher)
-}
-
-// queuePodSelector matches the Pods that name a ShareQueue (label kafkaqueues.io/queue, any
-// value).
-func queuePodSelector() labels.Selector {
-	req, err := labels.NewRequirement(kqv1.QueueLabel, selection.Exists, nil)
-	if err != nil {
-		panic(err) // a constant, valid label key
-	}
-	return labels.NewSelector().Add(*req)
-}
-
-// CacheByObject returns the manager cache's per-kind options the reconcilers need (pass it as
-// cache.Options.ByObject): Pods are cached only when they carry the kafkaqueues.io/queue
-// label, so the manager holds the Pods of queues, not every Pod of the cluster. A manager
-// built without it caches every Pod; PodReconciler still looks only at labelled ones.
-func CacheByObject() map[client.Object]cache.ByObject {
-	return map[client.Object]cache.ByObject{
-		&corev1.Pod{}: {Label: queuePodSelector()},
-	}
 }
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch

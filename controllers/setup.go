@@ -5,11 +5,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
-	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
 )
 
@@ -28,35 +26,6 @@ type Scope struct {
 	// and the KafkaClusters it probes, to those whose labels match (--watch-label-selector).
 	// KafkaClusters are all cached: a queue may use one probed by another shard.
 	Selector labels.Selector
-}
-
-// CacheOptions are the manager's cache options for scope: managedFields and kubectl's
-// last-applied-configuration annotation stripped (never read; trimCachedObject), Pods cached only when labelled
-// kafkaqueues.io/queue, the watched namespaces, and the shard selector on ShareQueues and
-// DeadLetterRoutes.
-func CacheOptions(scope Scope) cache.Options {
-	opts := cache.Options{
-		DefaultTransform: trimCachedObject,
-		ByObject:         CacheByObject(),
-	}
-	if len(scope.Namespaces) > 0 {
-		opts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range scope.Namespaces {
-			opts.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
-	if scope.Selector != nil {
-		opts.ByObject[&kqv1.ShareQueue{}] = cache.ByObject{Label: scope.Selector}
-		opts.ByObject[&kqv1.DeadLetterRoute{}] = cache.ByObject{Label: scope.Selector}
-		// A redrive is run by the shard of its route: label it as the route is (kqctl
-		// redrive copies the route's kafkaqueues.io/shard label).
-		opts.ByObject[&kqv1.DeadLetterRedrive{}] = cache.ByObject{Label: scope.Selector}
-		// Likewise a reset, by the shard of its queue (kqctl reset-offsets and purge copy the
-		// queue's label): a shard that saw every reset wrote QueueNotFound over the owning
-		// shard's status, even over Complete, which then applied the reset again.
-		opts.ByObject[&kqv1.OffsetReset{}] = cache.ByObject{Label: scope.Selector}
-	}
-	return opts
 }
 
 // inScope reports whether o's labels match the scope's selector (always, without one).
