@@ -432,9 +432,9 @@ func TestChartScopes(t *testing.T) {
 	}
 	args := func(d *appsv1.Deployment) string { return strings.Join(d.Spec.Template.Spec.Containers[0].Args, " ") }
 	for d, want := range map[*appsv1.Deployment][]string{
-		main: {"--watch-label-selector=!kafkaqueues.io/shard", "--leader-election-id=kafka-queue-operator.kafkaqueues.io ", "--webhook-cert-management=self", "--watch-namespaces=team-a,team-b"},
-		s0:   {"--watch-label-selector=kafkaqueues.io/shard in (s0)", "--leader-election-id=kafka-queue-operator.kafkaqueues.io-shard-s0", "--webhook-cert-management=off", "--watch-namespaces=team-a,team-b", "--claims-topic=kafkaqueues.claims"},
-		s1:   {"--watch-label-selector=kafkaqueues.io/shard in (s1)", "--leader-election-id=kafka-queue-operator.kafkaqueues.io-shard-s1"},
+		main: {"--watch-label-selector=!kafkaqueues.io/shard", "--leader-election-id=kqo-kafka-queue-operator.kafkaqueues.io ", "--webhook-cert-management=self", "--watch-namespaces=team-a,team-b"},
+		s0:   {"--watch-label-selector=kafkaqueues.io/shard in (s0)", "--leader-election-id=kqo-kafka-queue-operator.kafkaqueues.io-shard-s0", "--webhook-cert-management=off", "--watch-namespaces=team-a,team-b", "--claims-topic=kafkaqueues.claims"},
+		s1:   {"--watch-label-selector=kafkaqueues.io/shard in (s1)", "--leader-election-id=kqo-kafka-queue-operator.kafkaqueues.io-shard-s1"},
 	} {
 		for _, w := range want {
 			if !strings.Contains(args(d)+" ", w) {

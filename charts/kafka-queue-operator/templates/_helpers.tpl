@@ -15,6 +15,30 @@
 {{- end -}}
 {{- end -}}
 
+{{- /*
+The Lease the release's managers elect a leader on: leaderElection.id when set; else
+<fullname>.kafkaqueues.io, one per release, so two releases in one namespace (watchNamespaces
+mode) both lead. Releases of chart 0.2.0 and earlier all used kafka-queue-operator.kafkaqueues.io:
+when that Lease exists and a Pod of this release holds it (an upgrade), the release keeps it,
+so the old and the new Pod never lead at once during the rollout. (lookup sees nothing under
+helm template or --dry-run: those render the per-release name.)
+*/ -}}
+{{- define "kqo.leaderID" -}}
+{{- $legacy := "kafka-queue-operator.kafkaqueues.io" -}}
+{{- if .Values.leaderElection.id -}}
+{{- .Values.leaderElection.id -}}
+{{- else -}}
+{{- $lease := lookup "coordination.k8s.io/v1" "Lease" .Release.Namespace $legacy -}}
+{{- $holder := "" -}}
+{{- if $lease }}{{ $holder = (($lease.spec | default dict).holderIdentity | default "") }}{{ end -}}
+{{- if hasPrefix (printf "%s-" (include "kqo.fullname" .)) $holder -}}
+{{- $legacy -}}
+{{- else -}}
+{{- printf "%s.kafkaqueues.io" (include "kqo.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{- /* Combinations of values that the schema cannot refuse on its own. */ -}}
 {{- define "kqo.validate" -}}
 {{- if and .Values.webhook.enabled (eq (int .Values.webhook.port) (int .Values.metrics.port)) .Values.metrics.enabled -}}
