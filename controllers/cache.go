@@ -84,12 +84,23 @@ func queuePodSelector() labels.Selector {
 	return labels.NewSelector().Add(*req)
 }
 
+// connectionConfigMapSelector matches the ConfigMaps ShareQueues publish
+// (spec.connectionConfigMap).
+func connectionConfigMapSelector() labels.Selector {
+	req, err := labels.NewRequirement(kqv1.ConnectionLabel, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant, valid label key
+	}
+	return labels.NewSelector().Add(*req)
+}
+
 // CacheByObject returns the manager cache's per-kind options the reconcilers need (pass it as
 // cache.Options.ByObject): Pods are cached only when they carry the kafkaqueues.io/queue
 // label, so the manager holds the Pods of queues, not every Pod of the cluster. A manager
 // built without it caches every Pod; PodReconciler still looks only at labelled ones.
 func CacheByObject() map[client.Object]cache.ByObject {
 	return map[client.Object]cache.ByObject{
-		&corev1.Pod{}: {Label: queuePodSelector()},
+		&corev1.Pod{}:       {Label: queuePodSelector()},
+		&corev1.ConfigMap{}: {Label: connectionConfigMapSelector()},
 	}
 }

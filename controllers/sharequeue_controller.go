@@ -156,6 +156,7 @@ func (r *ShareQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		step{"record creation intent", q.recordCreationIntent},
 		step{"apply", q.apply},
 		step{"status", q.status},
+		step{"connection", q.publishConnection},
 	)
 }
 
@@ -689,6 +690,7 @@ func (r *ShareQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&kqv1.ShareQueue{}, builderWithGenerationOrAnnotationChange()).
 		Watches(&kqv1.KafkaCluster{}, handler.EnqueueRequestsFromMapFunc(r.queuesOfCluster)).
 		Watches(&kqv1.DeadLetterRoute{}, handler.EnqueueRequestsFromMapFunc(queueOfRoute)).
+		Owns(&corev1.ConfigMap{}).
 		Watches(&kqv1.ShareQueue{}, handler.EnqueueRequestsFromMapFunc(r.sharersOf), builder.WithPredicates(predicate.Funcs{
 			CreateFunc: func(event.CreateEvent) bool { return false }, GenericFunc: func(event.GenericEvent) bool { return false },
 			DeleteFunc: func(event.DeleteEvent) bool { return true }, UpdateFunc: deletedOrFinalizing(),

@@ -710,3 +710,32 @@ func TestPlanWaitsWhileAStoredOverrideIsOutOfNarrowedBounds(t *testing.T) {
 		t.Errorf("no write pending, yet ConfigValid says changes wait: %q", p.ConfigValid.Message)
 	}
 }
+
+// connectionData: the security protocol follows the KafkaCluster's TLS and SASL; Secrets are
+// named, never read; the sidecar's URL only with an active Republisher route.
+func TestConnectionData(t *testing.T) {
+	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Name: "orders"}, Spec: kqv1.ShareQueueSpec{GroupID: "billing"}}
+	kc := &kqv1.KafkaCluster{Spec: kqv1.KafkaClusterSpec{BootstrapServers: []string{"a:9093", "b:9093"},
+		TLS:  &kqv1.KafkaClusterTLS{CASecretRef: &kqv1.SecretKeyReference{Name: "cluster-ca", Key: "ca.crt"}, ServerName: "kafka.example.com"},
+		SASL: &kqv1.KafkaClusterSASL{Mechanism: kqv1.SASLMechanismScramSHA512, SecretName: "app-user"}}}
+	d := connectionData(sq, kc)
+	for k, v := range map[string]string{"KAFKA_BOOTSTRAP_SERVERS": "a:9093,b:9093", "KAFKA_TOPIC": "orders", "KAFKA_GROUP_ID": "billing",
+		"KAFKA_SECURITY_PROTOCOL": "SASL_SSL", "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512", "KAFKA_SASL_SECRET_NAME": "app-user",
+		"KAFKA_SASL_PASSWORD_KEY": "password", "KAFKA_TLS_CA_SECRET_NAME": "cluster-ca", "KAFKA_TLS_CA_SECRET_KEY": "ca.crt",
+		"KAFKA_TLS_SERVER_NAME": "kafka.example.com", "KQO_SHARE_QUEUE": "orders"} {
+		if d[k] != v {
+			t.Errorf("%s = %q, want %q", k, d[k], v)
+		}
+	}
+	if _, ok := d["KQO_REPUBLISHER_URL"]; ok {
+		t.Error("a republisher URL without a Republisher route")
+	}
+	kc.Spec.SASL = nil
+	if d := connectionData(sq, kc); d["KAFKA_SECURITY_PROTOCOL"] != "SSL" || d["KAFKA_SASL_MECHANISM"] != "" {
+		t.Errorf("TLS only: %v", d)
+	}
+	sq.Status.DeadLetter = &kqv1.QueueDeadLetterStatus{Route: "orders-dlq", Mode: kqv1.DeadLetterModeRepublisher, Active: true}
+	if d := connectionData(sq, kc); d["KQO_REPUBLISHER_URL"] != "http://127.0.0.1:8787" {
+		t.Errorf("Republisher route: %v", d)
+	}
+}

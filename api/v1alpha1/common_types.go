@@ -35,6 +35,9 @@ const (
 	RepublisherLabel = "kafkaqueues.io/republisher"
 	// RepublisherInjected is RepublisherLabel's value.
 	RepublisherInjected = "injected"
+	// ConnectionLabel is on each ConfigMap a ShareQueue publishes (spec.connectionConfigMap);
+	// its value is the queue's name. The manager caches only ConfigMaps that carry it.
+	ConnectionLabel = "kafkaqueues.io/connection-of"
 )
 
 // Values of the kafkaqueues.io/reconcile annotation.

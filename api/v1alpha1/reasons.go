@@ -191,6 +191,11 @@ const (
 	ReasonNoDrift = "NoDrift"
 	// ReasonDriftCorrected: live configs had drifted and were written back (Enforce).
 	ReasonDriftCorrected = "DriftCorrected"
+	// ReasonConnectionNotPublished: the ShareQueue's spec.connectionConfigMap could not be
+	// written: a ConfigMap of that name exists that this queue does not own, or the write
+	// failed (the message says which). Do: choose another spec.connectionConfigMap.name, or
+	// delete that ConfigMap if it is a leftover; the queue writes its own at the next pass.
+	ReasonConnectionNotPublished = "ConnectionNotPublished"
 	// ReasonDeleting: the resource is being deleted.
 	ReasonDeleting = "Deleting"
 )

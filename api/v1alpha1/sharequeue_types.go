@@ -209,6 +209,26 @@ type ShareQueueSpec struct {
 	// back to false. Default false.
 	// +optional
 	DeletionProtection bool `json:"deletionProtection,omitempty"`
+	// connectionConfigMap, when set, has the operator publish what an application needs to
+	// consume this queue into a ConfigMap of that name in the queue's namespace, for the
+	// application's Pods to load with envFrom: KAFKA_BOOTSTRAP_SERVERS, KAFKA_TOPIC,
+	// KAFKA_GROUP_ID, KAFKA_SECURITY_PROTOCOL and, as the KafkaCluster sets them,
+	// KAFKA_SASL_MECHANISM and the names (never the values) of the Secrets holding the
+	// credentials and certificates (docs/consuming.md). The ConfigMap is created and owned by
+	// the queue (deleted with it); an existing ConfigMap of that name that the queue does not
+	// own is never written: Ready is False naming it.
+	// +optional
+	ConnectionConfigMap *LocalObjectReference `json:"connectionConfigMap,omitempty"`
+}
+
+// LocalObjectReference names an object in the same namespace.
+type LocalObjectReference struct {
+	// name of the object.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
 }
 
 // ValueSource says where an effective value comes from.

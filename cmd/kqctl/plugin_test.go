@@ -84,6 +84,7 @@ func TestKubectlPlugin(t *testing.T) {
 	t.Run("completion", func(t *testing.T) { testKubectlPluginCompletion(t, p) })
 	t.Run("kubeconfig flags", func(t *testing.T) { testKubectlPluginKubeconfigFlags(t, p) })
 	t.Run("docs commands", func(t *testing.T) { testDocsKqctlCommands(t, p) })
+	t.Run("consuming docs", func(t *testing.T) { testConsumingDocs(t, p) })
 	t.Run("queue operations docs", func(t *testing.T) { testQueueOperationsDocs(t, p) })
 	t.Run("krew release archive", func(t *testing.T) { testKrewReleaseArchive(t, p) })
 }

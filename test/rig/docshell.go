@@ -18,7 +18,12 @@ import (
 // blockMarker precedes a fenced sh block the tests run: <!-- test:NAME -->.
 var blockMarker = regexp.MustCompile(`^<!-- test:([a-z0-9.-]+) -->$`)
 
-// DocBlocks returns the marked sh blocks of a Markdown file (relative to the repo root) by name.
+// fenceOpen opens a fenced block with its language: ```sh for commands, ```go or ```java
+// for a program a test compiles.
+var fenceOpen = regexp.MustCompile("^```[a-z]+$")
+
+// DocBlocks returns the marked fenced blocks of a Markdown file (relative to the repo root)
+// by name.
 func DocBlocks(t *testing.T, file string) map[string]string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(RepoRoot(), file))
@@ -32,8 +37,8 @@ func DocBlocks(t *testing.T, file string) map[string]string {
 		if m == nil {
 			continue
 		}
-		if i+1 >= len(lines) || strings.TrimSpace(lines[i+1]) != "```sh" {
-			t.Fatalf("%s:%d: marker %s is not followed by a ```sh block", file, i+1, m[1])
+		if i+1 >= len(lines) || !fenceOpen.MatchString(strings.TrimSpace(lines[i+1])) {
+			t.Fatalf("%s:%d: marker %s is not followed by a fenced block (```sh, ```go, ...)", file, i+1, m[1])
 		}
 		var body []string
 		j := i + 2
