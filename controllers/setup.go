@@ -87,6 +87,7 @@ type Options struct {
 // SetupAll registers every reconciler with the manager, sharing one Kafka client pool (one
 // long-lived client per KafkaCluster).
 func SetupAll(mgr ctrl.Manager, pool *kafka.Pool, opts Options) error {
+	conditions.setReader(mgr.GetClient())
 	pool.SetObserver(observeKafka)
 	pool.ObserveBrokerWrites(countBrokerRequest)
 	pool.SetBatching(opts.KafkaBatching)

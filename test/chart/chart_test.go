@@ -183,7 +183,9 @@ func TestReadmeInstallIsTheDocsInstall(t *testing.T) {
 	run := map[string]bool{"install": true, "install-without-kafka": true, "add-kafka": true, "own-kafkacluster": true,
 		"queue": true, "upgrade": true, "migrate-from-0.1": true, "uninstall": true, "reinstall": true, "gitops": true,
 		// run by test/node (make test-node) on a real node, after README's install
-		"republisher-app": true}
+		"republisher-app": true,
+		// run by TestInstallFromReleaseArtifacts on the packaged charts
+		"install-release": true}
 	for name := range rig.DocBlocks(t, "docs/install.md") {
 		if !run[name] {
 			t.Errorf("docs/install.md block %q is run by no test", name)
