@@ -291,10 +291,21 @@ func TestNodeEndToEnd(t *testing.T) {
 	securedSidecar(ctx, t, sh, cs, k41, ca, clientCert, appImage)
 	phase("secured sidecar: mutual TLS from Secret volumes")
 
-	batchJobThroughAnOutage(ctx, t, r, sh, cs, appImage)
-	phase("batch Job: held through a broker outage, then read every record")
-	refusedCredentials(ctx, t, r, sh, cs, appImage)
-	phase("SASL: refused credentials hold the app; fixed ones let it run")
+	// Issue 30 case 8, two independent scenarios (own namespaces, own brokers), side by side.
+	t.Run("sidecar not ready", func(t *testing.T) {
+		t.Run("batch Job through a broker outage", func(t *testing.T) {
+			t.Parallel()
+			batchJobThroughAnOutage(ctx, t, r, rig.NewUserShellWithKubeconfig(t, r.Kubeconfig), cs, appImage)
+		})
+		t.Run("refused credentials", func(t *testing.T) {
+			t.Parallel()
+			refusedCredentials(ctx, t, r, rig.NewUserShellWithKubeconfig(t, r.Kubeconfig), cs, appImage)
+		})
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	phase("sidecar not ready: a Job through a broker outage, refused SASL credentials")
 
 	// helm uninstall keeps the topics (and the CRDs, queues and routes).
 	sh.Run("helm uninstall kqo -n kqo-system --wait")

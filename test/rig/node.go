@@ -24,6 +24,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -96,6 +97,7 @@ type NodeRig struct {
 
 	opts   NodeOptions
 	procs  []*nodeProc
+	kmu    sync.Mutex // guards kafkas: tests start brokers from parallel subtests
 	kafkas []*Kafka
 	lock   *os.File
 }
@@ -350,7 +352,9 @@ func (r *NodeRig) StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, er
 	if err != nil {
 		return nil, fmt.Errorf("starting a broker in the node's namespace: %w", err)
 	}
+	r.kmu.Lock()
 	r.kafkas = append(r.kafkas, k)
+	r.kmu.Unlock()
 	return k, nil
 }
 
@@ -371,10 +375,13 @@ func (r *NodeRig) ImportImage(ctx context.Context, tar string) error {
 // cgroups and the namespace, and puts back the sysctls the kubelet changed. With
 // KQO_KEEP_RIG set, the logs under NodeStateDir/logs stay for reading.
 func (r *NodeRig) Stop() {
-	for _, k := range r.kafkas {
+	r.kmu.Lock()
+	kafkas := r.kafkas
+	r.kafkas = nil
+	r.kmu.Unlock()
+	for _, k := range kafkas {
 		k.Stop()
 	}
-	r.kafkas = nil
 	// The kubelet first, so it restarts nothing; then the rest in reverse start order.
 	for i := len(r.procs) - 1; i >= 0; i-- {
 		if r.procs[i].name == "kubelet" {
