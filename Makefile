@@ -77,6 +77,10 @@ rig-bins: ## Build kube-apiserver, etcd and kubectl and resolve the Kafka jars (
 	hack/build-envtest-bins.sh
 	hack/kafka-classpath.sh $(KAFKA_VERSION)
 
+.PHONY: prom-bins
+prom-bins: ## Build prometheus and promtool from the Go module proxy (cached in $KQO_CACHE; the chart's alert tests use them).
+	hack/build-prometheus.sh
+
 .PHONY: node-bins
 node-bins: rig-bins ## Build kubelet, kube-controller-manager, kube-scheduler (cached like rig-bins) and install containerd, runc and the CNI plugins when missing (root, apt).
 	hack/install-node-deps.sh
@@ -89,7 +93,7 @@ run-local: rig-bins ## Main job: apiserver + Kafka broker + manager + samples, t
 ##@ Test
 
 .PHONY: test
-test: rig-bins node-bins verify ## Run every test: unit, CEL on a real apiserver, integration against real brokers and the end-to-end test on a real node (test/node, -tags nodee2e; root), in a shuffled order; prints the 20 slowest tests (SHUFFLE=seed replays an order).
+test: rig-bins node-bins prom-bins verify ## Run every test: unit, CEL on a real apiserver, integration against real brokers and the end-to-end test on a real node (test/node, -tags nodee2e; root), in a shuffled order; prints the 20 slowest tests (SHUFFLE=seed replays an order).
 	@mkdir -p $(TEST_TIMES); rm -f $(TEST_TIMES)/go-test.json $(TEST_TIMES)/alone.json
 	@echo "shuffle seed: $(SHUFFLE) (replay this order: make test SHUFFLE=$(SHUFFLE))"
 	@rc=0; \

@@ -45,6 +45,19 @@ func EnvtestBinaries() (string, error) {
 	return envtestDir, envtestErr
 }
 
+var (
+	promOnce sync.Once
+	promDir  string
+	promErr  error
+)
+
+// PrometheusBinaries returns the directory holding prometheus and promtool, built by
+// hack/build-prometheus.sh from the Go module proxy (cached in $KQO_CACHE by version).
+func PrometheusBinaries() (string, error) {
+	promOnce.Do(func() { promDir, promErr = runScript("build-prometheus.sh") })
+	return promDir, promErr
+}
+
 // wrapAssets writes, for each of etcd, kube-apiserver and kubectl in dir, a wrapper that runs
 // it under setpriv --pdeathsig KILL, into a directory of its own (by dir's path) under the temp
 // dir, and returns that directory; dir itself when setpriv is missing (with a warning).
