@@ -204,6 +204,10 @@ func TestAutoscalingDocsManifests(t *testing.T) {
 		})
 	}
 
+	// The same queries on a real Prometheus scraping the manager as the chart's ServiceMonitor
+	// has prometheus-operator configure it (honorLabels).
+	onRealPrometheus(t, map[string]string{"keda query": trig["query"], "adapter metricsQuery": expanded}, 42)
+
 	// The queue cannot be read: the KEDA query matches nothing.
 	r.makeUnreadable(t, sq)
 	eventually(t, 30*time.Second, func() string {
