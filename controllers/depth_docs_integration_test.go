@@ -206,7 +206,9 @@ func TestAutoscalingDocsManifests(t *testing.T) {
 
 	// The same queries on a real Prometheus scraping the manager as the chart's ServiceMonitor
 	// has prometheus-operator configure it (honorLabels).
-	onRealPrometheus(t, map[string]string{"keda query": trig["query"], "adapter metricsQuery": expanded}, 42)
+	query := onRealPrometheus(t, map[string]string{"keda query": trig["query"], "adapter metricsQuery": expanded}, 42)
+	// The chart's Grafana dashboard, every panel on the same Prometheus.
+	checkDashboard(t, query, ns, sq.Name)
 
 	// The queue cannot be read: the KEDA query matches nothing.
 	r.makeUnreadable(t, sq)

@@ -55,7 +55,7 @@ func chartServiceMonitor(t *testing.T) monitoringv1.ServiceMonitor {
 // pod, ...) and the endpoint's honorLabels. Each query must return want. A second job without
 // honor_labels shows what the chart's default avoids: the queue's namespace label renamed
 // exported_namespace.
-func onRealPrometheus(t *testing.T, queries map[string]string, want float64) {
+func onRealPrometheus(t *testing.T, queries map[string]string, want float64) (query func(string) (map[string]float64, error)) {
 	t.Helper()
 	bins, err := rig.PrometheusBinaries()
 	if err != nil {
@@ -104,7 +104,7 @@ func onRealPrometheus(t *testing.T, queries map[string]string, want float64) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 
-	query := func(q string) (map[string]float64, error) {
+	query = func(q string) (map[string]float64, error) {
 		resp, err := http.Get("http://" + addr + "/api/v1/query?query=" + url.QueryEscape(q))
 		if err != nil {
 			return nil, err
@@ -161,4 +161,54 @@ func onRealPrometheus(t *testing.T, queries map[string]string, want float64) {
 		}
 		return ""
 	})
+	return query
+}
+
+// checkDashboard evaluates every panel query of the chart's Grafana dashboard on the real
+// Prometheus, with its variables set to namespace ns and queue name: each is valid PromQL,
+// and the queue panels (backlog, oldest record) return the queue's series.
+func checkDashboard(t *testing.T, query func(string) (map[string]float64, error), ns, name string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(rig.RepoRoot(), "charts", "kafka-queue-operator", "dashboards", "kafka-queue-operator.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			ID      int
+			Type    string
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("the dashboard is not JSON: %v", err)
+	}
+	vars := strings.NewReplacer("$namespace", ns, "$queue", name, "$__rate_interval", "1m")
+	ids := map[int]bool{}
+	mustHaveData := map[string]bool{"kafkaqueues_queue_backlog_records": true, "kafkaqueues_queue_oldest_record_age_seconds": true}
+	n := 0
+	for _, p := range d.Panels {
+		if ids[p.ID] {
+			t.Errorf("panel id %d twice", p.ID)
+		}
+		ids[p.ID] = true
+		for _, tg := range p.Targets {
+			n++
+			q := vars.Replace(tg.Expr)
+			got, err := query(q)
+			if err != nil {
+				t.Errorf("panel %q: %q is refused by Prometheus: %v", p.Title, q, err)
+				continue
+			}
+			for metric := range mustHaveData {
+				if strings.Contains(q, metric+"{") && len(got) == 0 {
+					t.Errorf("panel %q: %q returns no series for queue %s/%s", p.Title, q, ns, name)
+				}
+			}
+		}
+	}
+	if n < 9 {
+		t.Errorf("%d panel queries; the dashboard has queues, operator and sidecar panels", n)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
 )
@@ -163,4 +164,34 @@ func unstructuredStringMap(obj map[string]any, fields ...string) (map[string]str
 		out[k], _ = v.(string)
 	}
 	return out, true, nil
+}
+
+// The Grafana dashboard (grafana.dashboards.enabled): a ConfigMap with the sidecar's label,
+// holding the chart's dashboard JSON (its queries run on a real Prometheus in controllers'
+// TestAutoscalingDocsManifests).
+func TestChartGrafanaDashboard(t *testing.T) {
+	t.Parallel()
+	out, err := render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "-dashboard") {
+		t.Error("the default install renders the dashboard ConfigMap")
+	}
+	out, err = render("--set", "grafana.dashboards.enabled=true", "--set", "grafana.dashboards.namespace=monitoring")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	find(t, out, "ConfigMap", "kqo-kafka-queue-operator-dashboard", &cm)
+	if cm.Labels["grafana_dashboard"] != "1" || cm.Namespace != "monitoring" {
+		t.Errorf("dashboard ConfigMap labels %v namespace %s", cm.Labels, cm.Namespace)
+	}
+	var d struct {
+		Title  string
+		Panels []any
+	}
+	if err := json.Unmarshal([]byte(cm.Data["kafka-queue-operator.json"]), &d); err != nil || d.Title == "" || len(d.Panels) < 10 {
+		t.Errorf("dashboard JSON: %v, title %q, %d panels", err, d.Title, len(d.Panels))
+	}
 }
