@@ -5,9 +5,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -111,6 +113,90 @@ func testConsumingDocs(t *testing.T, p *pluginPath) {
 		t.Fatal(err)
 	}
 	runConsumer(t, "Java", exec.Command("java", "-cp", cp, src), env, produce("java", 5))
+
+	// HTTP: the route block makes the route a Republisher one; the ConfigMap then names the
+	// sidecar's address. The sidecar is run here as the webhook would inject it (this
+	// machine is not a Pod), and the page's curl round runs until it processed every record.
+	for _, c := range rig.ShellCommands(rig.DocBlock(t, "docs/consuming.md", "consuming-route")) {
+		out, errOut, err := p.run(t, dir, []string{"KUBECONFIG=" + kubeconfig}, "bash", "-euo", "pipefail", "-c", c)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s%s", c, err, out, errOut)
+		}
+	}
+	t.Cleanup(func() {
+		_ = k8s.Delete(context.Background(), &kqv1.DeadLetterRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "payments-dlq"}})
+	})
+	rig.Eventually(t, 60*time.Second, func() string {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "payments-kafka"}, &cm); err != nil {
+			return err.Error()
+		}
+		if cm.Data["KQO_REPUBLISHER_URL"] == "" {
+			return fmt.Sprintf("ConfigMap without KQO_REPUBLISHER_URL: %v", cm.Data)
+		}
+		return ""
+	})
+	var route kqv1.DeadLetterRoute
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "payments-dlq"}, &route); err != nil {
+		t.Fatal(err)
+	}
+	sidecar := filepath.Join(t.TempDir(), "republisher")
+	if out, err := exec.Command("go", "build", "-o", sidecar, filepath.Join(rig.RepoRoot(), "cmd", "republisher")).CombinedOutput(); err != nil {
+		t.Fatalf("building the republisher: %v\n%s", err, out)
+	}
+	api, err := rig.FreeLoopbackAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	health, err := rig.FreeLoopbackAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	side := exec.Command(sidecar)
+	side.Env = append(os.Environ(), "KQO_BOOTSTRAP_SERVERS="+cm.Data["KAFKA_BOOTSTRAP_SERVERS"], "KQO_TOPIC="+cm.Data["KAFKA_TOPIC"],
+		"KQO_GROUP="+cm.Data["KAFKA_GROUP_ID"], "KQO_DEAD_LETTER_TOPIC="+route.Status.TopicName, "KQO_MAX_DELIVERY_ATTEMPTS=5",
+		"KQO_LISTEN="+api, "KQO_METRICS_BIND_ADDRESS="+health)
+	var sideLog strings.Builder
+	side.Stdout, side.Stderr = &sideLog, &sideLog
+	side.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := side.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = side.Process.Signal(syscall.SIGTERM); _ = side.Wait() })
+	rig.Eventually(t, 60*time.Second, func() string {
+		resp, err := http.Get("http://" + health + "/readyz")
+		if err != nil {
+			return err.Error()
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Sprintf("sidecar /readyz %d\n%s", resp.StatusCode, sideLog.String())
+		}
+		return ""
+	})
+	values := produce("curl", 3)
+	curlEnv := append(slices.Clone(env), "KQO_REPUBLISHER_URL=http://"+api)
+	round := rig.DocBlock(t, "docs/consuming.md", "consumer-curl")
+	seen := map[string]bool{}
+	rig.Eventually(t, 60*time.Second, func() string {
+		out, errOut, err := p.run(t, dir, curlEnv, "bash", "-euo", "pipefail", "-c", round)
+		if err != nil {
+			return fmt.Sprintf("the curl round: %v\n%s%s", err, out, errOut)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if v, ok := strings.CutPrefix(l, "processed "); ok {
+				seen[v] = true
+			}
+			if strings.HasPrefix(l, "{") && !strings.Contains(l, `"code":200`) {
+				t.Errorf("an accept was not taken: %s", l)
+			}
+		}
+		for _, v := range values {
+			if !seen[v] {
+				return fmt.Sprintf("processed %v of %v", seen, values)
+			}
+		}
+		return ""
+	})
 }
 
 // runConsumer starts a docs consumer with exactly env (and PATH, HOME), waits until it
