@@ -50,8 +50,9 @@ manifests: ## Generate CRDs and RBAC into config/ (controller-gen), docs/referen
 	go run ./hack/gen-troubleshooting > docs/troubleshooting.md
 	cp config/crd/bases/*.yaml charts/kafka-queue-operator-crds/files/crds/
 	cp config/rbac/role.yaml charts/kafka-queue-operator/files/rbac/role.yaml
+	cp charts/kafka-queue-operator/values.yaml charts/kafka-queue-operator/files/defaults.yaml
 
-GENERATED = api/v1alpha1/zz_generated.deepcopy.go config/crd/bases/*.yaml config/rbac/role.yaml config/webhook/manifests.yaml docs/reference.md docs/troubleshooting.md charts/kafka-queue-operator-crds/files/crds/*.yaml charts/kafka-queue-operator/files/rbac/role.yaml
+GENERATED = api/v1alpha1/zz_generated.deepcopy.go config/crd/bases/*.yaml config/rbac/role.yaml config/webhook/manifests.yaml docs/reference.md docs/troubleshooting.md charts/kafka-queue-operator-crds/files/crds/*.yaml charts/kafka-queue-operator/files/rbac/role.yaml charts/kafka-queue-operator/files/defaults.yaml
 
 .PHONY: verify
 verify: fmt vet ## gofmt and go vet, then regenerate DeepCopy, CRDs, RBAC, the webhook config, docs/reference.md, docs/troubleshooting.md and the chart's copies; fail if any were stale.

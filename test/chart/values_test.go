@@ -80,7 +80,6 @@ func TestValuesSchemaRejectsBadValues(t *testing.T) {
 		{[]string{"--set", "manager.logLevel=verbose"}, "logLevel"},
 		{[]string{"--set", "metrics.port=8081"}, "port"},
 		{[]string{"--set", "leaderElection.enabled=maybe"}, "enabled"},
-		{[]string{"--set", "crds.install=true"}, "crds"}, // the CRDs are the kafka-queue-operator-crds chart now
 		{[]string{"--set", "noSuchValue=1"}, "noSuchValue"},
 		{[]string{"--set", "kafka.sasl.mechanism=GSSAPI"}, "sasl"},
 		{[]string{"--set-json", `kafka.sasl={"mechanism":"OAUTHBEARER","oauthBearer":{"clientCredentials":{"clientId":"a","clientSecretRef":{"name":"s","key":"k"}}}}`}, "tokenEndpoint"},

@@ -215,14 +215,27 @@ func TestManagerKilledMidReconcileConverges(t *testing.T) {
 		}
 		groups = append(groups, kafka.ResourceKey{Type: kafka.GroupResource, Name: q.Status.GroupID})
 	}
-	cfgs, err := admin.DescribeConfigs(ctx, groups)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, rc := range cfgs {
-		if e := rc.Configs["share.delivery.count.limit"]; e.Value != "4" || !e.IsOverride() {
-			t.Errorf("%s: share.delivery.count.limit %+v\n%s", k, e, queueDiagnosis(ctx, c, list.Items, k.Name, logPath))
+	// The brokers answer DescribeConfigs from a metadata image that trails the controller's
+	// commit by up to a second or so (docs/kafka-findings.md): a group written just before
+	// the last queue turned Ready may read as the default for that long. Poll, bounded.
+	var wrong map[kafka.ResourceKey]kafka.ConfigEntry
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		cfgs, err := admin.DescribeConfigs(ctx, groups)
+		if err != nil {
+			t.Fatal(err)
 		}
+		wrong = map[kafka.ResourceKey]kafka.ConfigEntry{}
+		for k, rc := range cfgs {
+			if e := rc.Configs["share.delivery.count.limit"]; e.Value != "4" || !e.IsOverride() {
+				wrong[k] = e
+			}
+		}
+		if len(wrong) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for k, e := range wrong {
+		t.Errorf("%s: share.delivery.count.limit %+v 15 s after every queue was Ready\n%s", k, e, queueDiagnosis(ctx, c, list.Items, k.Name, logPath))
 	}
 	var evs eventsv1.EventList
 	if err := c.List(ctx, &evs, client.InNamespace("default")); err != nil {

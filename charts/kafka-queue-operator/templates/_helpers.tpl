@@ -1,3 +1,24 @@
+{{- /*
+kqo.withDefaults fills every value the release does not have with the chart's default, from
+files/defaults.yaml (a copy of values.yaml, kept current by make manifests). `helm upgrade
+--reuse-values` replaces the chart's defaults with the old release's values, so values added
+since that release would be missing (nil): the templates would render %!s(<nil>) flags or fail
+on a nil map. Every template includes it first; it is idempotent.
+*/ -}}
+{{- define "kqo.withDefaults" -}}
+{{- if not (get .Values "__defaultsMerged") -}}
+{{- $given := .Values -}}
+{{- $merged := mergeOverwrite (.Files.Get "files/defaults.yaml" | fromYaml) (deepCopy $given) -}}
+{{- /* Kubernetes objects given as values are taken whole, as Helm takes them: a key the
+user removed with null (securityContext.runAsNonRoot: null) stays removed. */ -}}
+{{- range list "securityContext" "podSecurityContext" "resources" "nodeSelector" "affinity" "podAnnotations" "podLabels" -}}
+{{- if hasKey $given . -}}{{- $_ := set $merged . (get $given .) -}}{{- end -}}
+{{- end -}}
+{{- $_ := set . "Values" $merged -}}
+{{- $_ := set .Values "__defaultsMerged" true -}}
+{{- end -}}
+{{- end -}}
+
 {{- /* The chart's name, or nameOverride. */ -}}
 {{- define "kqo.name" -}}
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
