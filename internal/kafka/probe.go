@@ -45,6 +45,22 @@ func (c *Client) JoinShareGroup(ctx context.Context, group, topic string, wait t
 	deadline := time.Now().Add(wait)
 	var out ShareJoin
 	joined := false
+	// coord, once a heartbeat was refused as sent to the wrong coordinator, is the broker
+	// FindCoordinator names now, asked directly: franz-go routes a ShareGroupHeartbeat by its
+	// cached coordinator and does not drop that cache on NOT_COORDINATOR (kgo v1.22.3), so a
+	// long-lived client kept asking the old coordinator after the group moved (seen in the
+	// soak: NOT_COORDINATOR for 2 minutes after a broker restart).
+	coord := int32(-1)
+	send := func(ctx context.Context, req *kmsg.ShareGroupHeartbeatRequest) (*kmsg.ShareGroupHeartbeatResponse, error) {
+		if coord < 0 {
+			return req.RequestWith(ctx, c.cl)
+		}
+		resp, err := c.cl.Broker(int(coord)).Request(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return resp.(*kmsg.ShareGroupHeartbeatResponse), nil
+	}
 	defer func() {
 		if !joined {
 			return
@@ -53,7 +69,7 @@ func (c *Client) JoinShareGroup(ctx context.Context, group, topic string, wait t
 		defer cancel()
 		leave := kmsg.NewPtrShareGroupHeartbeatRequest()
 		leave.GroupID, leave.MemberID, leave.MemberEpoch = group, member, -1
-		_, _ = leave.RequestWith(lctx, c.cl)
+		_, _ = send(lctx, leave)
 	}()
 	for {
 		req := kmsg.NewPtrShareGroupHeartbeatRequest()
@@ -62,7 +78,7 @@ func (c *Client) JoinShareGroup(ctx context.Context, group, topic string, wait t
 			req.SubscribedTopicNames = []string{topic}
 		}
 		rctx, cancel := context.WithTimeout(ctx, time.Until(deadline)+5*time.Second)
-		resp, err := req.RequestWith(rctx, c.cl)
+		resp, err := send(rctx, req)
 		cancel()
 		out.Heartbeats++
 		if err == nil {
@@ -71,8 +87,12 @@ func (c *Client) JoinShareGroup(ctx context.Context, group, topic string, wait t
 		if err != nil {
 			// A coordinator moving or loading (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
 			// COORDINATOR_LOAD_IN_PROGRESS, from FindCoordinator or the heartbeat itself) is
-			// retried until wait passes, as a consumer would.
+			// retried until wait passes, as a consumer would, at the coordinator the brokers
+			// name now.
 			if kerr.IsRetriable(err) && out.MemberEpoch == 0 && time.Now().Before(deadline) {
+				if errors.Is(err, kerr.NotCoordinator) || errors.Is(err, kerr.CoordinatorNotAvailable) {
+					coord = c.groupCoordinator(ctx, group)
+				}
 				if !SleepCtx(ctx, 200*time.Millisecond) {
 					return out, wrap("ShareGroupHeartbeat", "group "+group, ctx.Err())
 				}
@@ -102,6 +122,31 @@ func (c *Client) JoinShareGroup(ctx context.Context, group, topic string, wait t
 			return out, wrap("ShareGroupHeartbeat", "group "+group, ctx.Err())
 		}
 	}
+}
+
+// groupCoordinator asks a broker (FindCoordinator, not franz-go's cache) which broker
+// coordinates group now; -1 when it cannot tell.
+func (c *Client) groupCoordinator(ctx context.Context, group string) int32 {
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorType = 0 // group
+	req.CoordinatorKey = group
+	req.CoordinatorKeys = []string{group}
+	resp, err := req.RequestWith(fctx, c.cl)
+	if err != nil {
+		return -1
+	}
+	if len(resp.Coordinators) == 1 {
+		if co := resp.Coordinators[0]; co.ErrorCode == 0 {
+			return co.NodeID
+		}
+		return -1
+	}
+	if resp.ErrorCode == 0 && resp.NodeID >= 0 {
+		return resp.NodeID
+	}
+	return -1
 }
 
 // SleepCtx waits d; false when ctx ended first (the caller then stops).
