@@ -41,6 +41,10 @@ help: ## Show this help.
 generate: ## Generate DeepCopy methods (controller-gen).
 	$(CONTROLLER_GEN) object paths=./api/...
 
+.PHONY: externalscaler
+externalscaler: ## Regenerate internal/scaler/externalscaler from KEDA's external scaler proto (protoc from Maven Central, KEDA's proto from the Go module proxy; the output is committed).
+	hack/gen-externalscaler.sh
+
 .PHONY: manifests
 manifests: ## Generate CRDs and RBAC into config/ (controller-gen), docs/reference.md from the CRDs and docs/troubleshooting.md from the condition reasons.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases

@@ -2,8 +2,6 @@ package controllers
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -18,21 +16,6 @@ import (
 
 	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
 )
-
-// yamlBlocks returns the ```yaml blocks of a Markdown file marked <!-- yaml:NAME -->.
-func yamlBlocks(t *testing.T, file string) map[string]string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(rig.RepoRoot(), file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	marker := regexp.MustCompile("(?m)^<!-- yaml:([a-z0-9-]+) -->\n```yaml\n((?s:.*?))\n```$")
-	out := map[string]string{}
-	for _, m := range marker.FindAllStringSubmatch(string(b), -1) {
-		out[m[1]] = m[2]
-	}
-	return out
-}
 
 // selectorQuery is the PromQL the recipes use: an optional aggregation sum(...) [by (...)]
 // around one metric selector with = and != matchers.
@@ -100,7 +83,7 @@ func TestAutoscalingDocsManifests(t *testing.T) {
 	t.Parallel()
 	r := startRig(t)
 	ctx := ctxFor(t)
-	blocks := yamlBlocks(t, "docs/autoscaling.md")
+	blocks := rig.YAMLBlocks(t, "docs/autoscaling.md")
 	for _, name := range []string{"keda", "hpa", "adapter-rules"} {
 		if blocks[name] == "" {
 			t.Fatalf("docs/autoscaling.md has no <!-- yaml:%s --> block", name)

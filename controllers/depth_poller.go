@@ -14,6 +14,7 @@ import (
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/scaler"
 )
 
 // MaxDepthInterval is the longest --depth-interval the manager accepts: the freshness the
@@ -47,6 +48,8 @@ type depthPoller struct {
 	interval       time.Duration
 	statusInterval time.Duration
 	timeout        time.Duration
+	// scaler, when set, receives every round (the KEDA external scaler answers from it).
+	scaler *scaler.Store
 
 	// lastWrite is when status.depth was last written by this process, by queue, until the
 	// cache's status.depth.observedAt says the same: entries older than statusInterval are
@@ -144,8 +147,20 @@ func (p *depthPoller) poll(ctx context.Context) {
 		}
 	}
 	perQueueMetrics.sweepPolls(pollRound)
+	if p.scaler != nil {
+		p.scaler.Replace(scalerReadings(round, time.Now()))
+	}
 	p.pruneLastWrite(round, time.Now())
 	p.writeStatus(ctx, round)
+}
+
+// scalerReadings is a round as the KEDA scaler's store holds it. Pure.
+func scalerReadings(round []queueDepthOf, now time.Time) map[types.NamespacedName]scaler.Reading {
+	out := make(map[types.NamespacedName]scaler.Reading, len(round))
+	for _, q := range round {
+		out[client.ObjectKeyFromObject(q.sq)] = scaler.Reading{Backlog: q.depth.Backlog, Unread: len(q.depth.Unread), Err: q.err, At: now}
+	}
+	return out
 }
 
 // pruneLastWrite drops the write times of queues not in this round (deleted: one created

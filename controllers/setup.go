@@ -82,6 +82,9 @@ type Options struct {
 	// DepthStatusInterval is the least time between two writes of one queue's status.depth
 	// (--depth-status-interval, default 5m); 0 leaves status.depth unwritten.
 	DepthStatusInterval time.Duration
+	// KEDAScaler serves KEDA's external scaler API from the depth poller's rounds (off
+	// without a bind address).
+	KEDAScaler KEDAScalerOptions
 }
 
 // SetupAll registers every reconciler with the manager, sharing one Kafka client pool (one
@@ -151,8 +154,12 @@ func SetupAll(mgr ctrl.Manager, pool *kafka.Pool, opts Options) error {
 	if err := mgr.Add(watch); err != nil {
 		return err
 	}
+	store, err := setupKEDAScaler(mgr, opts.KEDAScaler, opts.DepthInterval)
+	if err != nil {
+		return err
+	}
 	if err := mgr.Add(&depthPoller{reader: mgr.GetClient(), writer: mgr.GetClient(), pool: pool, interval: opts.DepthInterval,
-		statusInterval: opts.DepthStatusInterval, timeout: kafkaTimeout}); err != nil {
+		statusInterval: opts.DepthStatusInterval, timeout: kafkaTimeout, scaler: store}); err != nil {
 		return err
 	}
 	// Pods admitted without their republisher sidecar (the webhook fails open). The manager's

@@ -50,6 +50,9 @@ func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
 	afterResetApply = resetApplyHooks.run
 	code := suite.Run(m)
+	if testScaler.dir != "" {
+		_ = os.RemoveAll(testScaler.dir)
+	}
 	if rigVal != nil {
 		rigVal.admin.Close()
 	}
@@ -73,8 +76,14 @@ func testOptions() Options {
 		DepthInterval: testDepthInterval, DepthStatusInterval: testDepthStatusInterval}
 }
 
-func setupSuiteManager(mgr ctrl.Manager, _ *rig.Suite) error {
-	return SetupAll(mgr, kafka.NewPool(counter.Observe), testOptions())
+func setupSuiteManager(mgr ctrl.Manager, s *rig.Suite) error {
+	opts := testOptions()
+	scaler, err := suiteScaler(s)
+	if err != nil {
+		return err
+	}
+	opts.KEDAScaler = scaler
+	return SetupAll(mgr, kafka.NewPool(counter.Observe), opts)
 }
 
 // startRig starts (once) and returns the shared rig; it fails the test if the rig cannot start.

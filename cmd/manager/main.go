@@ -59,6 +59,8 @@ func main() {
 	flag.DurationVar(&opts.RedriveProgressInterval, "redrive-progress-interval", 5*time.Second, "Least time between two progress writes of one DeadLetterRedrive's status (moved, rate) to the apiserver.")
 	flag.DurationVar(&opts.DepthInterval, "depth-interval", controllers.MaxDepthInterval, "How often every queue's depth (backlog, oldest record age, dead letters) is read from Kafka and its kafkaqueues_queue_* metrics refreshed: the metrics' freshness bound, at most 30s (docs/autoscaling.md). 0 turns the depth poller off.")
 	flag.DurationVar(&opts.DepthStatusInterval, "depth-status-interval", 5*time.Minute, "Least time between two writes of one ShareQueue's status.depth (written only when the figures changed, so unchanged queues cost no writes); bounds the depth poller's apiserver writes to queues/interval. 0 leaves status.depth unwritten.")
+	flag.StringVar(&opts.KEDAScaler.BindAddress, "keda-scaler-bind-address", "", "Address KEDA's external scaler API (gRPC) is served on, e.g. :9090, from the depth poller's rounds (docs/autoscaling.md); empty turns it off. Served by the leader, which labels its Pod kafkaqueues.io/keda-scaler=serving (POD_NAME and POD_NAMESPACE from the downward API) for the chart's Service to select.")
+	flag.StringVar(&opts.KEDAScaler.CertDir, "keda-scaler-cert-dir", "", "Directory of the scaler's tls.crt and tls.key (reloaded when they change) and, to require client certificates, ca.crt; empty serves without TLS.")
 	flag.DurationVar(&opts.KafkaTimeout, "kafka-timeout", 30*time.Second, "Upper bound on the Kafka requests of one reconcile.")
 	flag.IntVar(&opts.ClusterConcurrency, "kafkacluster-concurrency", 4, "KafkaClusters probed in parallel.")
 	flag.IntVar(&opts.QueueConcurrency, "sharequeue-concurrency", 1024, "ShareQueues reconciled in parallel. Reconciles mostly wait on Kafka and on status writes; with --kafka-batching their requests to one cluster are shared, so more of them in parallel means fewer, larger requests.")
@@ -163,6 +165,7 @@ func main() {
 		ownNS = os.Getenv("POD_NAMESPACE")
 	}
 	opts.ManagerName = ownNS + "/" + leaderElectID
+	opts.KEDAScaler.PodName, opts.KEDAScaler.PodNamespace = os.Getenv("POD_NAME"), os.Getenv("POD_NAMESPACE")
 	if err := controllers.SetupAll(mgr, pool, opts); err != nil {
 		setupLog.Error(err, "setting up controllers")
 		os.Exit(1)

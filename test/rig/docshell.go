@@ -57,6 +57,24 @@ func DocBlocks(t *testing.T, file string) map[string]string {
 	return blocks
 }
 
+// yamlMarker precedes a YAML block the tests decode or create: <!-- yaml:NAME -->.
+var yamlMarker = regexp.MustCompile("(?m)^<!-- yaml:([a-z0-9-]+) -->\n```yaml\n((?s:.*?))\n```$")
+
+// YAMLBlocks returns the <!-- yaml:NAME --> blocks of a Markdown file (relative to the repo
+// root) by name.
+func YAMLBlocks(t *testing.T, file string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(RepoRoot(), file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, m := range yamlMarker.FindAllStringSubmatch(string(b), -1) {
+		out[m[1]] = m[2]
+	}
+	return out
+}
+
 // DocBlock returns one named block or fails.
 func DocBlock(t *testing.T, file, name string) string {
 	t.Helper()

@@ -71,6 +71,15 @@ helm template or --dry-run: those render the per-release name.)
 {{- if and .Values.watchNamespaces .Values.kafka.bootstrapServers (not (has .Release.Namespace .Values.watchNamespaces)) -}}
 {{- fail (printf "kafka.bootstrapServers creates KafkaCluster %s in the release namespace %s, which watchNamespaces %v leaves out: no manager would probe it and no queue could use it; add %s to watchNamespaces or create the KafkaCluster in a watched namespace" .Values.kafka.name .Release.Namespace .Values.watchNamespaces .Release.Namespace) -}}
 {{- end -}}
+{{- if .Values.kedaScaler.enabled -}}
+{{- if regexMatch "^0+([a-z]+)?$" (toString .Values.manager.depthInterval) -}}
+{{- fail (printf "kedaScaler.enabled answers from the depth poller, which manager.depthInterval %v turns off: set manager.depthInterval (30s at most) or disable kedaScaler" .Values.manager.depthInterval) -}}
+{{- end -}}
+{{- $ports := dict "8081" "the health probe port" (toString .Values.metrics.port) "metrics.port" (toString .Values.webhook.port) "webhook.port" -}}
+{{- with get $ports (toString .Values.kedaScaler.port) -}}
+{{- fail (printf "kedaScaler.port %v is also %s: choose another" $.Values.kedaScaler.port .) -}}
+{{- end -}}
+{{- end -}}
 {{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) -}}
 {{- fail (printf "replicaCount %v with leaderElection.enabled=false would run %v active managers against the same queues: enable leader election" .Values.replicaCount .Values.replicaCount) -}}
 {{- end -}}

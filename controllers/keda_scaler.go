@@ -1,0 +1,71 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kafkaqueues/kafka-queue-operator/internal/scaler"
+)
+
+// ScalerLabel marks the Pod of the manager that serves KEDA's external scaler API (the
+// leader): the chart's scaler Service selects it, so KEDA never reaches a standby, which has
+// no depth rounds to answer from. A manager removes it from its own Pod when it starts and
+// sets it once it leads and serves.
+const ScalerLabel = "kafkaqueues.io/keda-scaler"
+
+// ScalerServing is ScalerLabel's value on the serving Pod.
+const ScalerServing = "serving"
+
+// KEDAScalerOptions turn on the external scaler (the manager's --keda-scaler-* flags).
+type KEDAScalerOptions struct {
+	// BindAddress is where the gRPC server listens (e.g. ":9090"); empty turns it off.
+	BindAddress string
+	// CertDir holds tls.crt and tls.key (and ca.crt to require client certificates); empty
+	// serves without TLS.
+	CertDir string
+	// PodName and PodNamespace name the manager's own Pod (the downward API's POD_NAME and
+	// POD_NAMESPACE); empty outside a Pod, where nothing is labelled.
+	PodName, PodNamespace string
+}
+
+// setupKEDAScaler adds the scaler's server (leader only) and the label bookkeeping of the
+// manager's Pod, and returns the store the depth poller fills (nil when the scaler is off).
+func setupKEDAScaler(mgr ctrl.Manager, opts KEDAScalerOptions, depthInterval time.Duration) (*scaler.Store, error) {
+	if opts.BindAddress == "" {
+		return nil, nil
+	}
+	if depthInterval <= 0 {
+		return nil, fmt.Errorf("--keda-scaler-bind-address %s needs the depth poller: --depth-interval is 0", opts.BindAddress)
+	}
+	store := scaler.NewStore()
+	label := func(value any) func(context.Context) error {
+		return func(ctx context.Context) error {
+			if opts.PodName == "" || opts.PodNamespace == "" {
+				return nil
+			}
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: opts.PodName, Namespace: opts.PodNamespace}}
+			patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%s}}}`, ScalerLabel, value)
+			return mgr.GetClient().Patch(ctx, pod, client.RawPatch(types.MergePatchType, patch))
+		}
+	}
+	// A Pod restarted after losing the lease keeps its labels: unmark it before the manager
+	// starts, so the mark can only follow this process's own election.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := label("null")(ctx); err != nil {
+		ctrl.Log.WithName("keda-scaler").Error(err, "removing the scaler label from this manager's Pod")
+	}
+	return store, mgr.Add(&scaler.Runnable{
+		Server:      &scaler.Server{Store: store, MaxAge: 3 * depthInterval},
+		BindAddress: opts.BindAddress,
+		CertDir:     opts.CertDir,
+		OnServing:   label(fmt.Sprintf("%q", ScalerServing)),
+	})
+}

@@ -1,0 +1,134 @@
+package scaler
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kafkaqueues/kafka-queue-operator/internal/scaler/externalscaler"
+)
+
+func TestParseTrigger(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		ns      string
+		md      map[string]string
+		want    trigger
+		wantErr string
+	}{
+		{"defaults", "shop", map[string]string{"shareQueue": "orders"}, trigger{types.NamespacedName{Namespace: "shop", Name: "orders"}, 100, 0}, ""},
+		{"all set", "shop", map[string]string{"shareQueue": " orders ", "namespace": "billing", "backlogPerReplica": "2.5", "activationBacklog": "10"},
+			trigger{types.NamespacedName{Namespace: "billing", Name: "orders"}, 2.5, 10}, ""},
+		{"no queue", "shop", map[string]string{}, trigger{}, "scaler metadata shareQueue is missing: set it to the ShareQueue's name"},
+		{"no namespace anywhere", "", map[string]string{"shareQueue": "orders"}, trigger{}, "scaler metadata namespace is missing"},
+		{"zero per replica", "shop", map[string]string{"shareQueue": "orders", "backlogPerReplica": "0"}, trigger{}, `scaler metadata backlogPerReplica "0": must be a number above 0`},
+		{"text per replica", "shop", map[string]string{"shareQueue": "orders", "backlogPerReplica": "lots"}, trigger{}, `backlogPerReplica "lots": must be a number above 0`},
+		{"NaN", "shop", map[string]string{"shareQueue": "orders", "backlogPerReplica": "NaN"}, trigger{}, `backlogPerReplica "NaN"`},
+		{"negative activation", "shop", map[string]string{"shareQueue": "orders", "activationBacklog": "-1"}, trigger{}, `activationBacklog "-1": must be a number, at least 0`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseTrigger(&externalscaler.ScaledObjectRef{Namespace: tc.ns, ScalerMetadata: tc.md})
+			switch {
+			case tc.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case got != tc.want:
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// serve starts the scaler without TLS on a loopback port and returns a client of it.
+func serve(t *testing.T, srv *Server) externalscaler.ExternalScalerClient {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	listening := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() { done <- (&Runnable{Server: srv, BindAddress: "127.0.0.1:0", Listening: listening}).Start(ctx) }()
+	var addr net.Addr
+	select {
+	case addr = <-listening:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(addr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = conn.Close()
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return externalscaler.NewExternalScalerClient(conn)
+}
+
+// The server answers from the store's last round only, and says why when it cannot.
+func TestServerAnswersFromTheLastRound(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	store := NewStore()
+	c := serve(t, &Server{Store: store, MaxAge: 90 * time.Second, Now: func() time.Time { return now }})
+	ctx := context.Background()
+	orders := types.NamespacedName{Namespace: "shop", Name: "orders"}
+	ref := &externalscaler.ScaledObjectRef{Name: "worker", Namespace: "shop", ScalerMetadata: map[string]string{"shareQueue": "orders", "activationBacklog": "5"}}
+	code := func(err error) codes.Code { return status.Code(err) }
+
+	if _, err := c.IsActive(ctx, ref); code(err) != codes.NotFound || !strings.Contains(err.Error(), "ShareQueue shop/orders is not read by this manager's depth poller") {
+		t.Fatalf("before any round: %v, want NotFound naming the queue", err)
+	}
+	store.Replace(map[types.NamespacedName]Reading{orders: {Backlog: 5, At: now.Add(-10 * time.Second)}})
+	if a, err := c.IsActive(ctx, ref); err != nil || a.Result {
+		t.Fatalf("backlog 5 at activation 5: %v %v, want inactive", a, err)
+	}
+	m, err := c.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: ref, MetricName: "x"})
+	if err != nil || len(m.MetricValues) != 1 || m.MetricValues[0].MetricValueFloat != 5 || m.MetricValues[0].MetricName != "sharequeue-shop-orders-backlog" {
+		t.Fatalf("GetMetrics: %v %v", m, err)
+	}
+	stream, err := c.StreamIsActive(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv := func(want bool) {
+		t.Helper()
+		got, err := stream.Recv()
+		if err != nil || got.Result != want {
+			t.Fatalf("stream: %v %v, want %v", got, err, want)
+		}
+	}
+	recv(false)
+	// An unchanged verdict is not pushed again; a change is.
+	store.Replace(map[types.NamespacedName]Reading{orders: {Backlog: 4, At: now}})
+	store.Replace(map[types.NamespacedName]Reading{orders: {Backlog: 6, At: now}})
+	recv(true)
+	if a, err := c.IsActive(ctx, ref); err != nil || !a.Result {
+		t.Fatalf("backlog 6 at activation 5: %v %v, want active", a, err)
+	}
+
+	// A failed read and a stale one are errors, never the last number.
+	store.Replace(map[types.NamespacedName]Reading{orders: {Err: "KafkaCluster local is not connected", At: now}})
+	if _, err := stream.Recv(); code(err) != codes.Unavailable {
+		t.Fatalf("stream after a failed read: %v, want Unavailable", err)
+	}
+	if _, err := c.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: ref}); code(err) != codes.Unavailable || !strings.Contains(err.Error(), "KafkaCluster local is not connected") {
+		t.Fatalf("failed read: %v, want Unavailable with the reason", err)
+	}
+	store.Replace(map[types.NamespacedName]Reading{orders: {Backlog: 9, At: now.Add(-91 * time.Second)}})
+	if _, err := c.IsActive(ctx, ref); code(err) != codes.Unavailable || !strings.Contains(err.Error(), "depth last read 1m31s ago") {
+		t.Fatalf("stale read: %v, want Unavailable naming its age", err)
+	}
+}
