@@ -2,11 +2,13 @@ package chart
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/kafkaqueues/kafka-queue-operator/controllers"
 	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
 )
 
@@ -24,7 +27,8 @@ import (
 // Service per Deployment that selects only its leader's Pod, at the address the docs'
 // ScaledObject names; values it cannot work with fail the render naming the fix; and the docs'
 // ScaledObject and TriggerAuthentication are accepted, with strict field validation, by an
-// apiserver holding KEDA's own CRDs.
+// apiserver holding KEDA's own CRDs. Installed with those values, a manager running as the
+// chart's ServiceAccount, once elected, labels its own Pod so that its Service selects it.
 func TestKEDAScalerDocsManifests(t *testing.T) {
 	t.Parallel()
 	blocks := rig.YAMLBlocks(t, "docs/autoscaling.md")
@@ -129,4 +133,37 @@ func TestKEDAScalerDocsManifests(t *testing.T) {
 			t.Errorf("KEDA %s CRD refuses the docs' %s: %v", rig.KEDAVersion, o.GetKind(), err)
 		}
 	}
+
+	// The chart's RBAC lets the elected manager mark its Pod (no kubelet runs it here: the
+	// Pod object stands for the Deployment's, with its labels and a mark a lost lease left).
+	sh := newUserShell(t, cfg)
+	sh.Run("helm install kqo-crds charts/kafka-queue-operator-crds -n kqo-system --create-namespace")
+	sh.Run("helm install kqo charts/kafka-queue-operator -n kqo-system -f " + values)
+	pod := &corev1.Pod{}
+	pod.Namespace, pod.Name = "kqo-system", "kqo-kafka-queue-operator-7d9f-x2x4q"
+	pod.Labels = labels.Merge(pods["kqo-kafka-queue-operator"], labels.Set{"kafkaqueues.io/keda-scaler": "left-by-an-earlier-leader"})
+	pod.Spec.Containers = []corev1.Container{{Name: "manager", Image: "kafka-queue-operator:test"}}
+	if err := c.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	addr, err := rig.FreeLoopbackAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	startManagerWith(t, cfg, managerRun{sa: "kqo-system:kqo-kafka-queue-operator", leaderID: "kqo-kafka-queue-operator.kafkaqueues.io", leaderNS: "kqo-system",
+		opts: controllers.Options{ProbeInterval: 5 * time.Second, ResyncInterval: time.Hour, DepthInterval: 10 * time.Second,
+			KEDAScaler: controllers.KEDAScalerOptions{BindAddress: addr, PodName: pod.Name, PodNamespace: pod.Namespace}}})
+	var svc corev1.Service
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "kqo-system", Name: "kqo-kafka-queue-operator-keda-scaler"}, &svc); err != nil {
+		t.Fatal(err)
+	}
+	rig.Eventually(t, time.Minute, func() string {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			return err.Error()
+		}
+		if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(pod.Labels)) {
+			return fmt.Sprintf("the scaler Service (selector %v) does not select the leader's Pod (labels %v)", svc.Spec.Selector, pod.Labels)
+		}
+		return ""
+	})
 }
