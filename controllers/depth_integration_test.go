@@ -150,6 +150,26 @@ func TestDepthMetricsFollowTheBacklog(t *testing.T) {
 	if age, _ := metricValue("kafkaqueues_queue_oldest_record_age_seconds", queueSeries(late)); age != 0 {
 		t.Errorf("oldest record age of a queue without backlog %v, want 0", age)
 	}
+	// The topic's retention beside the age (the broker default, 7 days: the queue sets none).
+	if ret, ok := metricValue("kafkaqueues_queue_topic_retention_seconds", queueSeries(early)); !ok || ret != 7*24*3600 {
+		t.Errorf("topic retention %v (present %v), want the broker default 604800", ret, ok)
+	}
+	// ... and the queue's own once it sets one.
+	var cur kqv1.ShareQueue
+	if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(late), &cur); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(cur.DeepCopy())
+	cur.Spec.Topic.Config = map[string]string{"retention.ms": "3600000"}
+	if err := r.k8s.Patch(ctx, &cur, patch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() string {
+		if ret, ok := metricValue("kafkaqueues_queue_topic_retention_seconds", queueSeries(late)); !ok || ret != 3600 {
+			return fmt.Sprintf("topic retention %v (present %v) after spec.topic.config retention.ms=3600000, want 3600", ret, ok)
+		}
+		return ""
+	})
 
 	// A share consumer accepts 2,000: the backlog falls to 3,000, then to 0 when it has all.
 	r.consumeAndAccept(t, ctx, early, 2000)

@@ -15,7 +15,7 @@ import (
 // docs/operating.md). A series that is absent (never set, or cleared) is not emitted; a
 // queue's record is dropped when it has no series left. Safe for concurrent use.
 type queueMetrics struct {
-	backlog, lag, oldestAge, unread, lastRead, members, deadLetters *prometheus.Desc
+	backlog, lag, oldestAge, unread, lastRead, members, retention, deadLetters *prometheus.Desc
 
 	mu     sync.Mutex
 	queues map[queueMetricsKey]queueFigures
@@ -42,7 +42,10 @@ type queueFigures struct {
 	lastRead    float64 // Unix seconds
 	hasMembers  bool
 	members     float64
-	polled      uint64 // the last depth poller round that read the queue
+	// hasRetention: the topic's retention.ms was read and is finite.
+	hasRetention bool
+	retention    float64 // seconds
+	polled       uint64  // the last depth poller round that read the queue
 }
 
 // deadLetterFigure is a DeadLetterRoute's record count and the last round that read it.
@@ -51,7 +54,9 @@ type deadLetterFigure struct {
 	polled  uint64
 }
 
-func (f *queueFigures) empty() bool { return !f.hasDepth && !f.hasLastRead && !f.hasMembers }
+func (f *queueFigures) empty() bool {
+	return !f.hasDepth && !f.hasLastRead && !f.hasMembers && !f.hasRetention
+}
 
 func newQueueMetrics() *queueMetrics {
 	qn := []string{"namespace", "name"}
@@ -69,6 +74,8 @@ func newQueueMetrics() *queueMetrics {
 			"Unix time of the last successful depth read of a ShareQueue.", qn, nil),
 		members: prometheus.NewDesc("kafkaqueues_queue_members",
 			"Consumers in a ShareQueue's share group.", qn, nil),
+		retention: prometheus.NewDesc("kafkaqueues_queue_topic_retention_seconds",
+			"The retention.ms of a ShareQueue's topic in seconds, as its last reconcile read it (absent when unlimited, -1): records older are deleted whether or not the group acknowledged them.", qn, nil),
 		deadLetters: prometheus.NewDesc("kafkaqueues_deadletter_records",
 			"Records in a DeadLetterRoute's topic (end minus log start offset over its partitions; SQS ApproximateNumberOfMessagesVisible of the DLQ).",
 			[]string{"namespace", "name", "queue"}, nil),
@@ -151,6 +158,17 @@ func (m *queueMetrics) clearMembers(namespace, name string) {
 	m.update(namespace, name, func(f *queueFigures) { f.hasMembers = false })
 }
 
+// setRetention sets a queue's topic retention (seconds); a negative value (retention.ms -1,
+// unlimited) removes the series.
+func (m *queueMetrics) setRetention(namespace, name string, seconds float64) {
+	m.update(namespace, name, func(f *queueFigures) { f.hasRetention, f.retention = seconds >= 0, seconds })
+}
+
+// clearRetention removes a queue's topic retention (its topic's configs were not read).
+func (m *queueMetrics) clearRetention(namespace, name string) {
+	m.update(namespace, name, func(f *queueFigures) { f.hasRetention = false })
+}
+
 // forgetQueue removes every series of a queue (deleted, or no longer this manager's).
 func (m *queueMetrics) forgetQueue(namespace, name string) {
 	m.mu.Lock()
@@ -172,9 +190,9 @@ func (m *queueMetrics) clearDeadLetters(namespace, name, queue string) {
 	m.mu.Unlock()
 }
 
-// Describe sends the seven metrics' descriptors.
+// Describe sends the eight metrics' descriptors.
 func (m *queueMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.backlog, m.lag, m.oldestAge, m.unread, m.lastRead, m.members, m.deadLetters} {
+	for _, d := range []*prometheus.Desc{m.backlog, m.lag, m.oldestAge, m.unread, m.lastRead, m.members, m.retention, m.deadLetters} {
 		ch <- d
 	}
 }
@@ -200,6 +218,9 @@ func (m *queueMetrics) Collect(ch chan<- prometheus.Metric) {
 		}
 		if f.hasMembers {
 			gauge(m.members, f.members, k.namespace, k.name)
+		}
+		if f.hasRetention {
+			gauge(m.retention, f.retention, k.namespace, k.name)
 		}
 	}
 	for k, f := range m.routes {

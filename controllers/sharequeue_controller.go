@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -311,7 +313,7 @@ func (q *queueScope) observe(ctx context.Context) error {
 func (q *queueScope) planChanges(ctx context.Context) error {
 	sq := q.sq
 	q.plan = planQueue(sq, q.obs)
-	q.res = applyResult{topicID: q.obs.Topic.ID, partitions: q.plan.Partitions, rf: q.obs.Topic.ReplicationFactor}
+	q.res = applyResult{topicID: q.obs.Topic.ID, partitions: q.plan.Partitions, rf: q.obs.Topic.ReplicationFactor, topicConfigs: q.obs.TopicConfigs}
 	q.logKV = []any{"kafkaCluster", q.kc.Name, "clusterID", q.kc.Status.ClusterID, "topic", sq.Status.TopicName, "group", sq.Status.GroupID}
 	logger := log.FromContext(ctx).WithValues(q.logKV...)
 	if !q.plan.Empty() {
@@ -375,6 +377,7 @@ func (q *queueScope) status(ctx context.Context) error {
 		// one seen (as the depth series).
 		perQueueMetrics.clearMembers(sq.Namespace, sq.Name)
 	}
+	exportRetention(sq, q.res.topicConfigs)
 	if rep.DriftDetected != "" {
 		driftDetections.WithLabelValues("ShareQueue", "config").Inc()
 		r.event(sq, corev1.EventTypeWarning, kqv1.ReasonDriftDetected, "Reconcile", rep.DriftDetected)
@@ -415,11 +418,24 @@ func (q *queueScope) status(ctx context.Context) error {
 	return nil
 }
 
+// exportRetention sets the queue's topic retention series from the topic configs this
+// reconcile read (absent when they were not read, or retention.ms is not a number).
+func exportRetention(sq *kqv1.ShareQueue, topicConfigs map[string]kafka.ConfigEntry) {
+	e, ok := topicConfigs["retention.ms"]
+	ms, err := strconv.ParseInt(e.Value, 10, 64)
+	if !ok || err != nil {
+		perQueueMetrics.clearRetention(sq.Namespace, sq.Name)
+		return
+	}
+	perQueueMetrics.setRetention(sq.Namespace, sq.Name, float64(ms)/1000)
+}
+
 // waited reports a queue held back by something outside it (queueWaited).
 func (q *queueScope) waited(w *waitError) condInput {
 	// Held back before its group was read (cluster not connected, Kafka unreachable): no
 	// member count, rather than the last one seen.
 	perQueueMetrics.clearMembers(q.sq.Namespace, q.sq.Name)
+	perQueueMetrics.clearRetention(q.sq.Namespace, q.sq.Name)
 	return queueWaited(&q.sq.Status.Conditions, q.gen, w.Reason, w.Message)
 }
 
@@ -473,6 +489,10 @@ type applyResult struct {
 	topicCreated bool
 	partitions   int32
 	rf           int32
+	// topicConfigs are the topic's configs as this reconcile read them and its acknowledged
+	// writes left them: those the CreateTopics answer reported, or the observed ones with
+	// the acknowledged changes applied (a deleted override's value unknown until read).
+	topicConfigs map[string]kafka.ConfigEntry
 	topicErr     error // non-retriable item error on the topic
 	groupErr     error // non-retriable item error on the group configs
 	transient    error // a retriable failure: status says so and the reconcile is retried
@@ -537,6 +557,7 @@ func (r *ShareQueueReconciler) apply(ctx context.Context, cl *kafka.Client, sq *
 			classify(out.TopicConfigErr, &res.topicErr)
 		} else {
 			applied("TopicConfigUpdated", changesOf(plan.TopicConfigs, "topic "+plan.TopicName))
+			res.topicConfigs = withChanges(res.topicConfigs, plan.TopicConfigs)
 		}
 	}
 	if len(plan.GroupConfigs) > 0 {
@@ -552,6 +573,23 @@ func (r *ShareQueueReconciler) apply(ctx context.Context, cl *kafka.Client, sq *
 	return res
 }
 
+// withChanges is cfgs with acknowledged config changes applied: a set value is the
+// override's; a deleted override leaves the value unknown (absent) until the next read. Pure.
+func withChanges(cfgs map[string]kafka.ConfigEntry, changes []kafka.AlterConfig) map[string]kafka.ConfigEntry {
+	out := maps.Clone(cfgs)
+	if out == nil {
+		out = map[string]kafka.ConfigEntry{}
+	}
+	for _, c := range changes {
+		if c.Op == kafka.OpSet {
+			out[c.Name] = kafka.ConfigEntry{Value: c.Value, Source: kafka.ConfigSourceDynamicTopic}
+		} else {
+			delete(out, c.Name)
+		}
+	}
+	return out
+}
+
 // createOutcome records a planned CreateTopics' answer (out.CreateErr, out.Created) in res.
 // Pure.
 //   - Created: the topic's id, partitions and replication factor.
@@ -565,6 +603,7 @@ func createOutcome(out writeOutcome, res applyResult) applyResult {
 	case err == nil:
 		ct := out.Created
 		res.topicID, res.topicCreated, res.partitions, res.rf = ct.ID, true, ct.Partitions, ct.ReplicationFactor
+		res.topicConfigs = ct.Configs // nil when the broker reports none: unknown until read
 	case kafka.IsAlreadyExists(err):
 		res.transient = errors.Join(res.transient, err)
 		res.createNotMade = true

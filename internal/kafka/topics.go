@@ -134,6 +134,9 @@ type CreatedTopic struct {
 	// resolved), when the broker reports them.
 	Partitions        int32
 	ReplicationFactor int32
+	// Configs are the created topic's configs, defaults resolved, when the broker reports
+	// them (CreateTopics v5+).
+	Configs map[string]ConfigEntry
 	// Err is the item error: TOPIC_ALREADY_EXISTS (IsAlreadyExists), INVALID_CONFIG,
 	// INVALID_REPLICATION_FACTOR, POLICY_VIOLATION, ...
 	Err error
@@ -262,6 +265,16 @@ func (c *Client) createTopicsOnce(ctx context.Context, topics []NewTopic, valida
 			Err: itemErr("CreateTopics", "topic "+t.Topic, t.ErrorCode, t.ErrorMessage)}
 		if t.TopicID != ([16]byte{}) {
 			ct.ID = topicID(t.TopicID)
+		}
+		if len(t.Configs) > 0 {
+			ct.Configs = make(map[string]ConfigEntry, len(t.Configs))
+			for _, cfg := range t.Configs {
+				e := ConfigEntry{Source: ConfigSource(cfg.Source)}
+				if cfg.Value != nil {
+					e.Value = *cfg.Value
+				}
+				ct.Configs[cfg.Name] = e
+			}
 		}
 		out[t.Topic] = ct
 	}
