@@ -144,6 +144,7 @@ func onRealPrometheus(t *testing.T, queries map[string]string, want float64) (qu
 					return fmt.Sprintf("%s %q on Prometheus = %v, want %v", what, q, v, want)
 				}
 			}
+			t.Logf("%s %q on Prometheus, scraping as the chart's ServiceMonitor makes it: %v", what, q, got)
 			return ""
 		})
 	}
