@@ -243,5 +243,5 @@ func planRepublisherGroup(p *routePlan, dlr *kqv1.DeadLetterRoute, obs routeObse
 		return
 	}
 	p.RouteActive = condInput{metav1.ConditionTrue, kqv1.ReasonRepublisher,
-		fmt.Sprintf("the republisher sidecar, injected into Pods annotated %s=%s, writes to topic %s every record of group %s that is rejected, or released or lapsed on its last attempt; the group's %s is %s, maxDeliveryAttempts (%d) + 1 (the reserved attempt)", kqv1.QueueAnnotation, dlr.Spec.QueueRef.Name, p.TopicName, obs.GroupID, deliveryCountLimitConfig, reserved, obs.QueueAttempts)}
+		fmt.Sprintf("the republisher sidecar, injected into Pods labelled %s=%s, writes to topic %s every record of group %s that is rejected, or released or lapsed on its last attempt; the group's %s is %s, maxDeliveryAttempts (%d) + 1 (the reserved attempt)", kqv1.QueueAnnotation, dlr.Spec.QueueRef.Name, p.TopicName, obs.GroupID, deliveryCountLimitConfig, reserved, obs.QueueAttempts)}
 }

@@ -109,7 +109,7 @@ const (
 	// (INVALID_RECORD_STATE, measured on Kafka 4.4). The sidecar is not injected.
 	// Do: set the ShareQueue's spec.delivery.renewAcknowledge to true (or remove it).
 	ReasonRenewAcknowledgeDisabled = "RenewAcknowledgeDisabled"
-	// ReasonRepublisher: the republisher sidecar, injected into Pods annotated
+	// ReasonRepublisher: the republisher sidecar, injected into Pods labelled
 	// kafkaqueues.io/queue=<queue>, writes the group's dead records.
 	ReasonRepublisher = "Republisher"
 

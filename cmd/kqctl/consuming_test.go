@@ -205,6 +205,8 @@ func testConsumingDocs(t *testing.T, p *pluginPath) {
 func runConsumer(t *testing.T, lang string, cmd *exec.Cmd, env, values []string) {
 	t.Helper()
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
+	// Dies with the test process (a killed test run left the consumer polling for ever).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

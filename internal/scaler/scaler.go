@@ -35,6 +35,13 @@ const (
 	MetaActivationBacklog = "activationBacklog"
 )
 
+// The bounds of the metadata numbers: KEDA turns a target into an integer of thousandths
+// (below minTarget it is 0) and into int64 (above maxMetadataNumber it overflows).
+const (
+	minTarget         = 0.001
+	maxMetadataNumber = 1e15
+)
+
 // DefaultBacklogPerReplica is backlogPerReplica when the trigger does not set it.
 const DefaultBacklogPerReplica = 100
 
@@ -123,10 +130,10 @@ func parseTrigger(ref *externalscaler.ScaledObjectRef) (trigger, error) {
 			return nil
 		}
 		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || positive && f == 0 {
-			want := "a number, at least 0"
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || f > maxMetadataNumber || positive && f < minTarget {
+			want := fmt.Sprintf("a number from 0 to %g", float64(maxMetadataNumber))
 			if positive {
-				want = "a number above 0"
+				want = fmt.Sprintf("a number from %g to %g (KEDA passes targets in thousandths)", minTarget, float64(maxMetadataNumber))
 			}
 			return fmt.Errorf("scaler metadata %s %q: must be %s", key, v, want)
 		}
@@ -160,6 +167,11 @@ func (s *Server) reading(t trigger) (Reading, <-chan struct{}, error) {
 	now := time.Now
 	if s.Now != nil {
 		now = s.Now
+	}
+	if r.Unread > 0 {
+		// A partial sum could read 0 while records wait on the partitions not read: KEDA
+		// would scale the consumers to zero in the middle of a broker incident.
+		return r, next, status.Errorf(codes.Unavailable, "ShareQueue %s: %d partition(s) could not be read at %s (their leader or the group coordinator did not answer): the backlog is not known", t.queue, r.Unread, r.At.UTC().Format(time.RFC3339))
 	}
 	if age := now().Sub(r.At); s.MaxAge > 0 && age > s.MaxAge {
 		return r, next, status.Errorf(codes.Unavailable, "ShareQueue %s: depth last read %s ago (at %s), more than %s: the depth poller is not reading it (is this manager the leader, and its KafkaCluster connected?)", t.queue, age.Truncate(time.Second), r.At.UTC().Format(time.RFC3339), s.MaxAge)
@@ -202,10 +214,16 @@ func (s *Server) StreamIsActive(ref *externalscaler.ScaledObjectRef, stream exte
 			}
 			last = &a
 		}
+		var stale <-chan time.Time
+		if s.MaxAge > 0 {
+			// Re-check when the reading would go stale even if no round comes.
+			stale = time.After(s.MaxAge - time.Since(r.At) + time.Second)
+		}
 		select {
 		case <-stream.Context().Done():
 			return nil
 		case <-next:
+		case <-stale:
 		}
 	}
 }

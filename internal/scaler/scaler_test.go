@@ -29,10 +29,12 @@ func TestParseTrigger(t *testing.T) {
 			trigger{types.NamespacedName{Namespace: "billing", Name: "orders"}, 2.5, 10}, ""},
 		{"no queue", "shop", map[string]string{}, trigger{}, "scaler metadata shareQueue is missing: set it to the ShareQueue's name"},
 		{"no namespace anywhere", "", map[string]string{"shareQueue": "orders"}, trigger{}, "scaler metadata namespace is missing"},
-		{"zero per replica", "shop", map[string]string{"shareQueue": "orders", "backlogPerReplica": "0"}, trigger{}, `scaler metadata backlogPerReplica "0": must be a number above 0`},
-		{"text per replica", "shop", map[string]string{"shareQueue": "orders", "backlogPerReplica": "lots"}, trigger{}, `backlogPerReplica "lots": must be a number above 0`},
+		{"zero per replica", "shop", map[string]string{"shareQueue": "orders", "backlogPerReplica": "0"}, trigger{}, `scaler metadata backlogPerReplica "0": must be a number from 0.001 to 1e+15`},
+		{"below a thousandth", "shop", map[string]string{"shareQueue": "orders", "backlogPerReplica": "0.0001"}, trigger{}, `backlogPerReplica "0.0001": must be a number from 0.001`},
+		{"overflowing", "shop", map[string]string{"shareQueue": "orders", "backlogPerReplica": "1e300"}, trigger{}, `backlogPerReplica "1e300"`},
+		{"text per replica", "shop", map[string]string{"shareQueue": "orders", "backlogPerReplica": "lots"}, trigger{}, `backlogPerReplica "lots": must be a number from`},
 		{"NaN", "shop", map[string]string{"shareQueue": "orders", "backlogPerReplica": "NaN"}, trigger{}, `backlogPerReplica "NaN"`},
-		{"negative activation", "shop", map[string]string{"shareQueue": "orders", "activationBacklog": "-1"}, trigger{}, `activationBacklog "-1": must be a number, at least 0`},
+		{"negative activation", "shop", map[string]string{"shareQueue": "orders", "activationBacklog": "-1"}, trigger{}, `activationBacklog "-1": must be a number from 0 to 1e+15`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := parseTrigger(&externalscaler.ScaledObjectRef{Namespace: tc.ns, ScalerMetadata: tc.md})
@@ -126,6 +128,10 @@ func TestServerAnswersFromTheLastRound(t *testing.T) {
 	}
 	if _, err := c.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: ref}); code(err) != codes.Unavailable || !strings.Contains(err.Error(), "KafkaCluster local is not connected") {
 		t.Fatalf("failed read: %v, want Unavailable with the reason", err)
+	}
+	store.Replace(map[types.NamespacedName]Reading{orders: {Backlog: 0, Unread: 2, At: now}})
+	if _, err := c.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: ref}); code(err) != codes.Unavailable || !strings.Contains(err.Error(), "2 partition(s) could not be read") {
+		t.Fatalf("partial read: %v, want Unavailable, never the partial sum", err)
 	}
 	store.Replace(map[types.NamespacedName]Reading{orders: {Backlog: 9, At: now.Add(-91 * time.Second)}})
 	if _, err := c.IsActive(ctx, ref); code(err) != codes.Unavailable || !strings.Contains(err.Error(), "depth last read 1m31s ago") {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -72,14 +73,28 @@ func (r *Runnable) Start(ctx context.Context) error {
 		r.Listening <- lis.Addr()
 	}
 	if r.OnServing != nil {
-		if err := r.OnServing(ctx); err != nil {
-			logger.Error(err, "marking this manager as the scaler's endpoint")
-		}
+		// Retried until it takes: without the mark the scaler's Service selects no Pod.
+		go func() {
+			for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
+				err := r.OnServing(ctx)
+				if err == nil {
+					return
+				}
+				logger.Error(err, "marking this manager as the scaler's endpoint; retrying", "in", delay)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(delay):
+				}
+			}
+		}()
 	}
 	select {
 	case <-ctx.Done():
+		// Not GracefulStop: KEDA keeps StreamIsActive streams open, which would hold the
+		// manager's shutdown (and its lease) for the whole grace period. KEDA reconnects.
 		hs.Shutdown()
-		srv.GracefulStop()
+		srv.Stop()
 		return nil
 	case err := <-done:
 		return err
