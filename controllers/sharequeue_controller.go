@@ -240,7 +240,7 @@ func (q *queueScope) connect(ctx context.Context) error {
 }
 
 // checkOwnership: one owner per (cluster, topic) and (cluster, group), a queue's topic is
-// never a route's dead-letter topic, and its group id is not held by a group of another type
+// never the claims topic nor a route's dead-letter topic, and its group id is not held by a group of another type
 // (classic, consumer, streams: reason GroupTypeConflict). A queue in Conflict makes no Kafka
 // change (stalled). A
 // topic managed by a Strimzi KafkaTopic is a Conflict too, but only the topic is left alone:
@@ -258,7 +258,10 @@ func (q *queueScope) checkOwnership(ctx context.Context) error {
 		}
 	}
 	msg := ""
-	if owner != nil {
+	if q.r.ClaimsTopic != "" && sq.Status.TopicName == q.r.ClaimsTopic {
+		// The managers' own records of who owns what: no queue may write, adopt or delete it.
+		msg = fmt.Sprintf("topic %s on this Kafka cluster is the operator's claims topic (--claims-topic), where managers record which ShareQueue owns each topic and group; this ShareQueue makes no Kafka change until it is recreated naming another topic (spec.topic.name cannot be changed in place)", sq.Status.TopicName)
+	} else if owner != nil {
 		msg = conflictMessage(owner)
 	} else if route, err := deadLetterTopicOwner(ctx, q.r.Client, &q.kc, sq.Status.TopicName); err != nil {
 		return err
