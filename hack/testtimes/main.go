@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -62,7 +64,25 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	after, err := readRuns(flag.Args())
+	// A -before file among the run's files (make test-times globs the test-times directory)
+	// would be counted twice: in the run and as the earlier run.
+	abs := func(f string) string {
+		if a, err := filepath.Abs(f); err == nil {
+			return a
+		}
+		return filepath.Clean(f)
+	}
+	var beforeFiles []string
+	for _, f := range strings.Split(*before, ",") {
+		beforeFiles = append(beforeFiles, abs(f))
+	}
+	var files []string
+	for _, f := range flag.Args() {
+		if !slices.Contains(beforeFiles, abs(f)) {
+			files = append(files, f)
+		}
+	}
+	after, err := readRuns(files)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testtimes:", err)
 		os.Exit(1)

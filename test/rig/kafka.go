@@ -394,7 +394,10 @@ func (k *Kafka) startNode(n *Node) error {
 	}
 	args := []string{"java",
 		"-Xms128m", "-Xmx768m", "-XX:+UseG1GC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
-		"-Dlog4j2.configurationFile=" + filepath.Join(k.Options.Dir, "log4j2.properties")}
+		"-Dlog4j2.configurationFile=" + filepath.Join(k.Options.Dir, "log4j2.properties"),
+		// Java ignores TMPDIR: without this a killed broker leaves its unpacked native
+		// libraries (snappy, zstd) in /tmp, outside the rig's sweep of its own directory.
+		"-Djava.io.tmpdir=" + k.Options.Dir}
 	args = append(args, k.Options.JVMArgs...)
 	args = append(args, "-cp", k.classpath, "kafka.Kafka", n.propsFile)
 	args = append(slices.Clone(k.Options.CommandPrefix), args...)
