@@ -2,18 +2,24 @@ package scaler
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kafkaqueues/kafka-queue-operator/internal/scaler/externalscaler"
+	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
 )
 
 func TestParseTrigger(t *testing.T) {
@@ -136,5 +142,62 @@ func TestServerAnswersFromTheLastRound(t *testing.T) {
 	store.Replace(map[types.NamespacedName]Reading{orders: {Backlog: 9, At: now.Add(-91 * time.Second)}})
 	if _, err := c.IsActive(ctx, ref); code(err) != codes.Unavailable || !strings.Contains(err.Error(), "depth last read 1m31s ago") {
 		t.Fatalf("stale read: %v, want Unavailable naming its age", err)
+	}
+}
+
+// ca.crt in the certificate directory turns on client certificates for new connections
+// without a restart (a Secret gaining or rotating its CA).
+func TestClientCAIsReadAtEveryHandshake(t *testing.T) {
+	t.Parallel()
+	ca, server, cl, err := rig.NewMutualTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, pem := range map[string]string{CertFile: server.CertPEM, KeyFile: server.KeyPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(pem), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	listening := make(chan net.Addr, 1)
+	store := NewStore()
+	store.Replace(map[types.NamespacedName]Reading{{Namespace: "shop", Name: "orders"}: {Backlog: 3, At: time.Now()}})
+	go func() {
+		_ = (&Runnable{Server: &Server{Store: store}, BindAddress: "127.0.0.1:0", CertDir: dir, Listening: listening}).Start(ctx)
+	}()
+	addr := (<-listening).String()
+	call := func(withCert bool) error {
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM([]byte(ca.CertPEM))
+		cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		if withCert {
+			pair, err := tls.X509KeyPair([]byte(cl.CertPEM), []byte(cl.KeyPEM))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Certificates = []tls.Certificate{pair}
+		}
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_, err = externalscaler.NewExternalScalerClient(conn).IsActive(context.Background(),
+			&externalscaler.ScaledObjectRef{Namespace: "shop", ScalerMetadata: map[string]string{MetaShareQueue: "orders"}})
+		return err
+	}
+	if err := call(false); err != nil {
+		t.Fatalf("TLS without ca.crt, no client certificate: %v, want served", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, CAFile), []byte(ca.CertPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(false); status.Code(err) != codes.Unavailable {
+		t.Fatalf("after ca.crt appeared, no client certificate: %v, want the handshake refused", err)
+	}
+	if err := call(true); err != nil {
+		t.Fatalf("after ca.crt appeared, with a client certificate: %v", err)
 	}
 }

@@ -113,18 +113,31 @@ func (r *Runnable) tlsConfig(ctx context.Context) (*tls.Config, error) {
 			log.FromContext(ctx).Error(err, "watching the KEDA scaler's certificate")
 		}
 	}()
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: w.GetCertificate}
-	ca, err := os.ReadFile(filepath.Join(r.CertDir, CAFile))
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-	case err != nil:
-		return nil, fmt.Errorf("--keda-scaler-cert-dir: %w", err)
-	default:
+	base := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: w.GetCertificate}
+	caFile := filepath.Join(r.CertDir, CAFile)
+	// ca.crt is read at every handshake (KEDA keeps its connections, so handshakes are few):
+	// adding, rotating or removing it in the Secret takes effect without a restart.
+	clientAuth := func() (*tls.Config, error) {
+		ca, err := os.ReadFile(caFile)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return base, nil
+		case err != nil:
+			return nil, fmt.Errorf("--keda-scaler-cert-dir: %w", err)
+		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(ca) {
-			return nil, fmt.Errorf("--keda-scaler-cert-dir: %s holds no PEM certificate", filepath.Join(r.CertDir, CAFile))
+			return nil, fmt.Errorf("--keda-scaler-cert-dir: %s holds no PEM certificate", caFile)
 		}
+		cfg := base.Clone()
 		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+		return cfg, nil
 	}
+	// A bad ca.crt at start is an error at once; later, it refuses the handshake.
+	if _, err := clientAuth(); err != nil {
+		return nil, err
+	}
+	cfg := base.Clone()
+	cfg.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) { return clientAuth() }
 	return cfg, nil
 }
