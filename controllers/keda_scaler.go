@@ -44,6 +44,11 @@ func setupKEDAScaler(mgr ctrl.Manager, opts KEDAScalerOptions, depthInterval tim
 	if depthInterval <= 0 {
 		return nil, fmt.Errorf("--keda-scaler-bind-address %s needs the depth poller: --depth-interval is 0", opts.BindAddress)
 	}
+	if opts.CertDir != "" {
+		if err := scaler.CheckCertDir(opts.CertDir); err != nil {
+			return nil, err
+		}
+	}
 	store := scaler.NewStore()
 	label := func(value any) func(context.Context) error {
 		return func(ctx context.Context) error {

@@ -201,3 +201,29 @@ func TestClientCAIsReadAtEveryHandshake(t *testing.T) {
 		t.Fatalf("after ca.crt appeared, with a client certificate: %v", err)
 	}
 }
+
+func TestCheckCertDirRefusesUnusableFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := CheckCertDir(dir); err == nil || !strings.Contains(err.Error(), "--keda-scaler-cert-dir") {
+		t.Fatalf("empty directory: %v, want an error naming the flag", err)
+	}
+	_, server, _, err := rig.NewMutualTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, pem := range map[string]string{CertFile: server.CertPEM, KeyFile: server.KeyPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(pem), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := CheckCertDir(dir); err != nil {
+		t.Fatalf("a serving pair: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, CAFile), []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckCertDir(dir); err == nil || !strings.Contains(err.Error(), "holds no PEM certificate") {
+		t.Fatalf("garbage ca.crt: %v, want refused", err)
+	}
+}

@@ -101,6 +101,25 @@ func (r *Runnable) Start(ctx context.Context) error {
 	}
 }
 
+// CheckCertDir loads a certificate directory as Start will, so a manager with unusable
+// files fails at start, not once it is elected (a standby would report ready and then exit).
+func CheckCertDir(dir string) error {
+	if _, err := tls.LoadX509KeyPair(filepath.Join(dir, CertFile), filepath.Join(dir, KeyFile)); err != nil {
+		return fmt.Errorf("--keda-scaler-cert-dir %s: %w", dir, err)
+	}
+	ca, err := os.ReadFile(filepath.Join(dir, CAFile))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("--keda-scaler-cert-dir: %w", err)
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(ca) {
+		return fmt.Errorf("--keda-scaler-cert-dir: %s holds no PEM certificate", filepath.Join(dir, CAFile))
+	}
+	return nil
+}
+
 // tlsConfig serves tls.crt/tls.key from CertDir, reloaded on change, and requires client
 // certificates signed by ca.crt when that file exists.
 func (r *Runnable) tlsConfig(ctx context.Context) (*tls.Config, error) {
