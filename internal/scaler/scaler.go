@@ -25,7 +25,8 @@ import (
 const (
 	// MetaShareQueue names the ShareQueue (required).
 	MetaShareQueue = "shareQueue"
-	// MetaNamespace is the ShareQueue's namespace (default: the ScaledObject's).
+	// MetaNamespace is the ShareQueue's namespace: the ScaledObject's (the default; another
+	// is refused).
 	MetaNamespace = "namespace"
 	// MetaBacklogPerReplica is the backlog one replica should carry: the HPA's average-value
 	// target (default DefaultBacklogPerReplica).
@@ -117,9 +118,13 @@ func parseTrigger(ref *externalscaler.ScaledObjectRef) (trigger, error) {
 	if t.queue.Name == "" {
 		return t, fmt.Errorf("scaler metadata %s is missing: set it to the ShareQueue's name", MetaShareQueue)
 	}
-	t.queue.Namespace = strings.TrimSpace(md[MetaNamespace])
-	if t.queue.Namespace == "" {
-		t.queue.Namespace = ref.GetNamespace()
+	// KEDA sets the ref's namespace (the ScaledObject's), not its author: a ScaledObject
+	// reads only the queues of its own namespace, as Kubernetes tenancy has it.
+	t.queue.Namespace = ref.GetNamespace()
+	if ns := strings.TrimSpace(md[MetaNamespace]); ns != "" && t.queue.Namespace != "" && ns != t.queue.Namespace {
+		return t, fmt.Errorf("scaler metadata %s %q: a ScaledObject in namespace %s may scale on the ShareQueues of its own namespace only", MetaNamespace, ns, t.queue.Namespace)
+	} else if t.queue.Namespace == "" {
+		t.queue.Namespace = ns
 	}
 	if t.queue.Namespace == "" {
 		return t, fmt.Errorf("scaler metadata %s is missing and the ScaledObjectRef has no namespace: set %s", MetaNamespace, MetaNamespace)

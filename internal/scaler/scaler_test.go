@@ -31,8 +31,10 @@ func TestParseTrigger(t *testing.T) {
 		wantErr string
 	}{
 		{"defaults", "shop", map[string]string{"shareQueue": "orders"}, trigger{types.NamespacedName{Namespace: "shop", Name: "orders"}, 100, 0}, ""},
-		{"all set", "shop", map[string]string{"shareQueue": " orders ", "namespace": "billing", "backlogPerReplica": "2.5", "activationBacklog": "10"},
-			trigger{types.NamespacedName{Namespace: "billing", Name: "orders"}, 2.5, 10}, ""},
+		{"all set", "shop", map[string]string{"shareQueue": " orders ", "namespace": "shop", "backlogPerReplica": "2.5", "activationBacklog": "10"},
+			trigger{types.NamespacedName{Namespace: "shop", Name: "orders"}, 2.5, 10}, ""},
+		{"another tenant's queue", "shop", map[string]string{"shareQueue": "orders", "namespace": "billing"}, trigger{},
+			`scaler metadata namespace "billing": a ScaledObject in namespace shop may scale on the ShareQueues of its own namespace only`},
 		{"no queue", "shop", map[string]string{}, trigger{}, "scaler metadata shareQueue is missing: set it to the ShareQueue's name"},
 		{"no namespace anywhere", "", map[string]string{"shareQueue": "orders"}, trigger{}, "scaler metadata namespace is missing"},
 		{"zero per replica", "shop", map[string]string{"shareQueue": "orders", "backlogPerReplica": "0"}, trigger{}, `scaler metadata backlogPerReplica "0": must be a number from 0.001 to 1e+15`},
