@@ -37,7 +37,7 @@ type KEDAScalerOptions struct {
 
 // setupKEDAScaler adds the scaler's server (leader only) and the label bookkeeping of the
 // manager's Pod, and returns the store the depth poller fills (nil when the scaler is off).
-func setupKEDAScaler(mgr ctrl.Manager, opts KEDAScalerOptions, depthInterval time.Duration) (*scaler.Store, error) {
+func setupKEDAScaler(mgr ctrl.Manager, opts KEDAScalerOptions, depthInterval, kafkaTimeout time.Duration) (*scaler.Store, error) {
 	if opts.BindAddress == "" {
 		return nil, nil
 	}
@@ -68,7 +68,9 @@ func setupKEDAScaler(mgr ctrl.Manager, opts KEDAScalerOptions, depthInterval tim
 		ctrl.Log.WithName("keda-scaler").Error(err, "removing the scaler label from this manager's Pod")
 	}
 	return store, mgr.Add(&scaler.Runnable{
-		Server:      &scaler.Server{Store: store, MaxAge: 3 * depthInterval},
+		// A round reads the clusters one after another, each within kafkaTimeout: a cluster
+		// that hangs delays the others' next reading by that much, which is not staleness.
+		Server:      &scaler.Server{Store: store, MaxAge: 3*depthInterval + kafkaTimeout},
 		BindAddress: opts.BindAddress,
 		CertDir:     opts.CertDir,
 		OnServing:   label(fmt.Sprintf("%q", ScalerServing)),

@@ -154,7 +154,7 @@ func SetupAll(mgr ctrl.Manager, pool *kafka.Pool, opts Options) error {
 	if err := mgr.Add(watch); err != nil {
 		return err
 	}
-	store, err := setupKEDAScaler(mgr, opts.KEDAScaler, opts.DepthInterval)
+	store, err := setupKEDAScaler(mgr, opts.KEDAScaler, opts.DepthInterval, kafkaTimeout)
 	if err != nil {
 		return err
 	}
