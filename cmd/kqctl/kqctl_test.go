@@ -330,10 +330,20 @@ func TestPlanReportsAConflict(t *testing.T) {
 	}
 	defer func() { _ = k8s.Delete(ctx, owner) }()
 	var out bytes.Buffer
-	manifest := "apiVersion: kafkaqueues.io/v1alpha1\nkind: ShareQueue\nmetadata: {name: kq-intruder}\nspec: {clusterRef: {name: local}, topic: {name: kq-shared}}\n"
-	if err := runPlan([]string{"--kubeconfig", kubeconfig, "-f", writeFile(t, manifest)}, &out); err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
+	manifest := writeFile(t, "apiVersion: kafkaqueues.io/v1alpha1\nkind: ShareQueue\nmetadata: {name: kq-intruder}\nspec: {clusterRef: {name: local}, topic: {name: kq-shared}}\n")
+	// The suite's manager creates kq-shared for the owner meanwhile: a broker whose metadata
+	// image trails the controller lists the topic before it answers DescribeConfigs for it
+	// (UNKNOWN_TOPIC_OR_PARTITION, docs/kafka-findings.md; CI hit it). Plan again then.
+	rig.Eventually(t, 20*time.Second, func() string {
+		out.Reset()
+		if err := runPlan([]string{"--kubeconfig", kubeconfig, "-f", manifest}, &out); err != nil {
+			if strings.Contains(err.Error()+out.String(), "UNKNOWN_TOPIC_OR_PARTITION") {
+				return fmt.Sprintf("%v\n%s", err, out.String())
+			}
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		return ""
+	})
 	if want := "CONFLICT: topic kq-shared on this Kafka cluster is already owned by ShareQueue default/kq-owner"; !strings.Contains(out.String(), want) {
 		t.Errorf("plan output lacks %q:\n%s", want, out.String())
 	}
