@@ -64,6 +64,15 @@ type ConfigEntry struct {
 	Source ConfigSource
 }
 
+// configEntry is a config of a DescribeConfigs or CreateTopics answer (a null value is "").
+func configEntry(value *string, source kmsg.ConfigSource) ConfigEntry {
+	e := ConfigEntry{Source: ConfigSource(source)}
+	if value != nil {
+		e.Value = *value
+	}
+	return e
+}
+
 // IsOverride is true when the value was set on the resource itself (topic or group config),
 // not inherited from a broker or the built-in default.
 func (e ConfigEntry) IsOverride() bool {
@@ -116,11 +125,7 @@ func (c *Client) describeConfigs(ctx context.Context, keys []ResourceKey) (out_ 
 			if rc.Err == nil {
 				rc.Configs = make(map[string]ConfigEntry, len(r.Configs))
 				for _, cfg := range r.Configs {
-					e := ConfigEntry{Source: ConfigSource(cfg.Source)}
-					if cfg.Value != nil {
-						e.Value = *cfg.Value
-					}
-					rc.Configs[cfg.Name] = e
+					rc.Configs[cfg.Name] = configEntry(cfg.Value, cfg.Source)
 				}
 			}
 			out[key] = rc

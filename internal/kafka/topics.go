@@ -269,11 +269,7 @@ func (c *Client) createTopicsOnce(ctx context.Context, topics []NewTopic, valida
 		if len(t.Configs) > 0 {
 			ct.Configs = make(map[string]ConfigEntry, len(t.Configs))
 			for _, cfg := range t.Configs {
-				e := ConfigEntry{Source: ConfigSource(cfg.Source)}
-				if cfg.Value != nil {
-					e.Value = *cfg.Value
-				}
-				ct.Configs[cfg.Name] = e
+				ct.Configs[cfg.Name] = configEntry(cfg.Value, kmsg.ConfigSource(cfg.Source))
 			}
 		}
 		out[t.Topic] = ct
