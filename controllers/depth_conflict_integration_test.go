@@ -44,7 +44,7 @@ func TestDepthOfAQueueInConflictIsNotRead(t *testing.T) {
 	})
 	// Three more rounds: the squatter's series never appear.
 	for end := time.Now().Add(3 * testDepthInterval); time.Now().Before(end); time.Sleep(time.Second) {
-		if name, v, ok := exportedDepthSeries(squatter, "kafkaqueues_queue_depth_last_read_timestamp_seconds"); ok {
+		if name, v, ok := exportedDepthSeries(squatter, "kafkaqueues_queue_depth_last_read_timestamp_seconds", "kafkaqueues_queue_depth_unread_since_timestamp_seconds"); ok {
 			t.Fatalf("%s exported (%v) for a queue in Conflict over its group", name, v)
 		}
 	}

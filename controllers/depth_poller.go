@@ -73,6 +73,9 @@ type queueDepthOf struct {
 	depth kafka.QueueDepth
 	err   string // why the queue could not be read ("" when read)
 	dead  *int64 // its route's dead-letter count
+	// notOwned: not read because the queue does not own its topic or group (err says so);
+	// its Conflict is reported elsewhere, so no read failure is timed for it.
+	notOwned bool
 }
 
 // poll is one round over every cluster.
@@ -135,7 +138,7 @@ func (p *depthPoller) poll(ctx context.Context) {
 		for _, sq := range queues {
 			q := queueDepthOf{sq: sq, err: readErr, dead: deadOf[sq.Name]}
 			if why := depthNotOwned(sq); why != "" {
-				q.err, q.dead = why, nil
+				q.err, q.dead, q.notOwned = why, nil, true
 			} else if readErr == "" {
 				q.depth = rep.Queues[sq.Status.GroupID]
 				if q.depth.Err != nil {
@@ -183,7 +186,11 @@ func (p *depthPoller) pruneLastWrite(round []queueDepthOf, now time.Time) {
 // exportQueueDepth sets a queue's series from one read, or removes them when it failed.
 func exportQueueDepth(round uint64, k types.NamespacedName, q queueDepthOf, now time.Time) {
 	if q.err != "" {
-		perQueueMetrics.clearDepth(round, k.Namespace, k.Name)
+		since := float64(now.Unix())
+		if q.notOwned {
+			since = 0
+		}
+		perQueueMetrics.clearDepth(round, k.Namespace, k.Name, since)
 		return
 	}
 	d := q.depth

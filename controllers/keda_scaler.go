@@ -6,11 +6,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/scaler"
 )
 
@@ -70,9 +72,34 @@ func setupKEDAScaler(mgr ctrl.Manager, opts KEDAScalerOptions, depthInterval, ka
 	return store, mgr.Add(&scaler.Runnable{
 		// A round reads the clusters one after another, each within kafkaTimeout: a cluster
 		// that hangs delays the others' next reading by that much, which is not staleness.
-		Server:      &scaler.Server{Store: store, MaxAge: 3*depthInterval + kafkaTimeout},
+		Server:      &scaler.Server{Store: store, MaxAge: 3*depthInterval + kafkaTimeout, Explain: explainUnread(mgr.GetClient())},
 		BindAddress: opts.BindAddress,
 		CertDir:     opts.CertDir,
 		OnServing:   label(fmt.Sprintf("%q", ScalerServing)),
 	})
+}
+
+// explainUnread says, from the manager's cache, why the depth poller has no reading of queue
+// q (the scaler's NotFound answer): the one cause that applies, not a list.
+func explainUnread(c client.Reader) func(context.Context, types.NamespacedName) string {
+	return func(ctx context.Context, q types.NamespacedName) string {
+		var sq kqv1.ShareQueue
+		switch err := c.Get(ctx, q, &sq); {
+		case apierrors.IsNotFound(err):
+			return "this manager holds no ShareQueue of that name: check the name and namespace, or, if it exists, it is outside this manager's watchNamespaces or shard (--watch-label-selector): point scalerAddress at the scaler of the manager that holds it"
+		case err != nil:
+			return fmt.Sprintf("reading it from the manager's cache: %v", err)
+		case !sq.DeletionTimestamp.IsZero():
+			return "it is being deleted"
+		case heldBackMode(sq.Annotations):
+			return fmt.Sprintf("it is held back by its annotation %s=%q, so the operator does not touch it", kqv1.ReconcileAnnotation, sq.Annotations[kqv1.ReconcileAnnotation])
+		case sq.Status.TopicName == "" || sq.Status.GroupID == "":
+			return "its status has no topic and group yet: it has not been reconciled (see its Ready condition)"
+		}
+		var kc kqv1.KafkaCluster
+		if err := c.Get(ctx, types.NamespacedName{Namespace: q.Namespace, Name: sq.Spec.ClusterRef.Name}, &kc); err != nil || !conditionIs(kc.Status.Conditions, kqv1.ConditionConnected, metav1.ConditionTrue) {
+			return fmt.Sprintf("its KafkaCluster %s is not connected (see its Connected condition); queues are read only on connected clusters", sq.Spec.ClusterRef.Name)
+		}
+		return "the depth poller's first round since the queue became readable has not finished yet; try again after one depth interval"
+	}
 }

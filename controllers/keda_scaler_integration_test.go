@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/scaler"
 	"github.com/kafkaqueues/kafka-queue-operator/internal/scaler/externalscaler"
 	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
@@ -194,19 +195,30 @@ func TestKEDAScalerScalesAQueueFromZeroToNAndBack(t *testing.T) {
 	expectPush(false)
 	t.Logf("replicas through the external scaler: %v", history)
 
-	// What KEDA is told when it cannot have a number.
+	// What KEDA is told when it cannot have a number: the one cause that applies.
+	held := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "held", Annotations: map[string]string{kqv1.ReconcileAnnotation: string(kqv1.ReconcilePaused)}},
+		Spec: kqv1.ShareQueueSpec{ClusterRef: kqv1.ClusterReference{Name: sq.Spec.ClusterRef.Name}, Topic: kqv1.QueueTopicSpec{Name: "held-" + ns, Partitions: 1}}}
+	if err := r.k8s.Create(ctx, held); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		md   map[string]string
 		code codes.Code
+		want string
 	}{
-		{map[string]string{scaler.MetaShareQueue: "missing"}, codes.NotFound},
-		{map[string]string{}, codes.InvalidArgument},
-		{map[string]string{scaler.MetaShareQueue: "orders", scaler.MetaBacklogPerReplica: "0"}, codes.InvalidArgument},
+		{map[string]string{scaler.MetaShareQueue: "missing"}, codes.NotFound, "this manager holds no ShareQueue of that name"},
+		{map[string]string{scaler.MetaShareQueue: "held"}, codes.NotFound, `it is held back by its annotation kafkaqueues.io/reconcile="Paused"`},
+		{map[string]string{}, codes.InvalidArgument, "shareQueue is missing"},
+		{map[string]string{scaler.MetaShareQueue: "orders", scaler.MetaBacklogPerReplica: "0"}, codes.InvalidArgument, "backlogPerReplica"},
+		{map[string]string{scaler.MetaShareQueue: "orders", "backlogPerReplicas": "5"}, codes.InvalidArgument, "did you mean backlogPerReplica?"},
 	} {
-		_, err := c.IsActive(ctx, &externalscaler.ScaledObjectRef{Name: "x", Namespace: ns, ScalerMetadata: tc.md})
-		if status.Code(err) != tc.code {
-			t.Errorf("IsActive %v: %v, want code %s", tc.md, err, tc.code)
-		}
+		eventually(t, 10*time.Second, func() string {
+			_, err := c.IsActive(ctx, &externalscaler.ScaledObjectRef{Name: "x", Namespace: ns, ScalerMetadata: tc.md})
+			if status.Code(err) != tc.code || !strings.Contains(status.Convert(err).Message(), tc.want) {
+				return fmt.Sprintf("IsActive %v: %v, want code %s and a message containing %q", tc.md, err, tc.code, tc.want)
+			}
+			return ""
+		})
 	}
 	// Mutual TLS: a client without a certificate is refused.
 	if _, err := scalerClient(t, false).IsActive(ctx, ref); status.Code(err) != codes.Unavailable {

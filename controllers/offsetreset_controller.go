@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
@@ -57,6 +59,9 @@ type resetScope struct {
 	kc       kqv1.KafkaCluster
 	cl       *kafka.Client
 	requeue  time.Duration
+	// resolved: this reconcile resolved the targets (a first apply); otherwise they were
+	// recorded by an earlier one, which may have applied them.
+	resolved bool
 }
 
 // Reconcile acts on one OffsetReset (see OffsetResetReconciler).
@@ -203,6 +208,10 @@ func (s *resetScope) resolve(ctx, kctx context.Context, group, topic string) err
 	st := &s.or.Status
 	now := s.r.now()
 	q, at := resetQuery(s.or.Spec, now)
+	id, err := s.topicID(kctx, topic)
+	if err != nil {
+		return err
+	}
 	targets, err := s.cl.ListPartitionOffsets(kctx, topic, q)
 	if err != nil {
 		return s.kafkaWait(fmt.Sprintf("listing the offsets of topic %s", topic), err)
@@ -212,6 +221,8 @@ func (s *resetScope) resolve(ctx, kctx context.Context, group, topic string) err
 		return s.kafkaWait(fmt.Sprintf("reading the start offsets of share group %s", group), err)
 	}
 	recordTargets(st, before, targets, now, at)
+	st.TopicID = id
+	s.resolved = true
 	st.Phase = kqv1.OffsetResetApplying
 	setCondition(&st.Conditions, kqv1.ConditionComplete, condInput{metav1.ConditionFalse, kqv1.ReasonOffsetsApplying,
 		fmt.Sprintf("resolved %s on topic %s to %s; applying", st.Target, topic, describeTargets(st))}, s.or.Generation)
@@ -226,7 +237,27 @@ func (s *resetScope) resolve(ctx, kctx context.Context, group, topic string) err
 // apply sends the recorded targets and reads them back.
 func (s *resetScope) apply(kctx context.Context, group, topic string) error {
 	st := &s.or.Status
-	err := s.cl.AlterShareStartOffsets(kctx, group, topic, recordedTargets(st))
+	if st.TopicID != "" {
+		// The targets are offsets in the log they were resolved on.
+		id, err := s.topicID(kctx, topic)
+		if err != nil {
+			return err
+		}
+		if id != st.TopicID {
+			return s.fail(kqv1.ReasonTopicIDChanged, fmt.Sprintf("topic %s was deleted and made again (id %s, the targets %s were resolved on id %s): the recorded offsets are not applied to the new log; create another OffsetReset",
+				topic, id, describeTargets(st), st.TopicID))
+		}
+	}
+	// Read where the group is now: on a resumed apply, consumers may have acknowledged past
+	// a target since it was recorded, and that partition is not moved back.
+	current, err := s.cl.ShareStartOffsets(kctx, group, topic)
+	if err != nil {
+		return s.kafkaWait(fmt.Sprintf("reading the start offsets of share group %s before applying", group), err)
+	}
+	targets, kept := resumeTargets(st, current, !s.resolved)
+	if len(targets) > 0 {
+		err = s.cl.AlterShareStartOffsets(kctx, group, topic, targets)
+	}
 	switch {
 	case errors.Is(err, kafka.ErrGroupNotEmpty):
 		// A member joined since the check; the brokers applied nothing.
@@ -246,7 +277,9 @@ func (s *resetScope) apply(kctx context.Context, group, topic string) error {
 		return s.fail(kqv1.ReasonKafkaRejected, fmt.Sprintf("the brokers refused the offsets %s for share group %s on topic %s: %v", describeTargets(st), group, topic, err))
 	}
 	if afterResetApply != nil {
-		afterResetApply(kctx, s.or)
+		if err := afterResetApply(kctx, s.or); err != nil {
+			return err
+		}
 	}
 	after, err := s.cl.ShareStartOffsets(kctx, group, topic)
 	if err != nil {
@@ -254,6 +287,9 @@ func (s *resetScope) apply(kctx context.Context, group, topic string) error {
 	}
 	atTarget, off := recordAfter(st, after)
 	msg := fmt.Sprintf("share group %s on topic %s: %s applied (%s); read back: %d of %d partition(s) at their target", group, topic, st.Target, describeTargets(st), atTarget, len(st.Partitions))
+	if len(kept) > 0 {
+		msg += fmt.Sprintf(" or past it (left where the group is now, not moved back: %s)", strings.Join(kept, "; "))
+	}
 	var members int32
 	known := true
 	if atTarget < len(st.Partitions) {
@@ -283,11 +319,25 @@ func (s *resetScope) apply(kctx context.Context, group, topic string) error {
 	return nil
 }
 
+// topicID reads topic's id from the brokers' metadata.
+func (s *resetScope) topicID(kctx context.Context, topic string) (string, error) {
+	ts, err := s.cl.DescribeTopics(kctx, topic)
+	if err == nil {
+		err = ts[topic].Err
+	}
+	if err != nil {
+		return "", s.kafkaWait(fmt.Sprintf("describing topic %s", topic), err)
+	}
+	return ts[topic].ID, nil
+}
+
 // afterResetApply, set only by this package's tests before their manager starts, runs
 // between an apply the brokers answered without error and its read-back: there a test does
 // to the real brokers what a coordinator that fails at that moment does (the offsets do not
-// take), which no timing of a broker stop reproduces reliably.
-var afterResetApply func(ctx context.Context, or *kqv1.OffsetReset)
+// take), which no timing of a broker stop reproduces reliably. An error it returns ends the
+// reconcile there, with the targets recorded and nothing more written: what a manager
+// stopped between the apply and Complete leaves for the next one.
+var afterResetApply func(ctx context.Context, or *kqv1.OffsetReset) error
 
 // waitMembers reports a reset waiting for an empty group and schedules the next look.
 func (s *resetScope) waitMembers(group string, members int32) error {
@@ -344,5 +394,8 @@ func (r *OffsetResetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&kqv1.OffsetReset{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("offsetreset").
+		// A reconcile can wait on the brokers up to --kafka-timeout; one reset whose cluster
+		// is slow must not hold every other namespace's resets behind it.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(r)
 }

@@ -84,18 +84,51 @@ func recordTargets(st *kqv1.OffsetResetStatus, before, targets map[int32]int64, 
 	}
 }
 
-// recordedTargets are the offsets recorded in status, by partition. Pure.
-func recordedTargets(st *kqv1.OffsetResetStatus) map[int32]int64 {
-	out := make(map[int32]int64, len(st.Partitions))
-	for _, p := range st.Partitions {
-		out[p.Partition] = p.Target
+// moved reports whether a share-partition start offset cur, read after the targets were
+// recorded, already shows pr's reset, or shows consumers past it, so that applying pr's
+// target would move the group backwards over records acknowledged since (issue 30: a purge
+// resumed by a restarted manager rewound 20→10). A forward move (a purge, or a partition the
+// group held no state for) is shown by cur at or past the target; a rewind (a replay) by cur
+// below where the group was when the targets were recorded. A target equal to the start
+// offset before shows nothing either way: Kafka's start offset trails acknowledgements
+// (docs/kafka-findings.md), so such a reset may still redeliver. Pure.
+func moved(pr kqv1.PartitionOffsetReset, cur int64) bool {
+	switch {
+	case pr.Before == nil || pr.Target > *pr.Before:
+		return cur >= pr.Target
+	case pr.Target < *pr.Before:
+		return cur < *pr.Before
 	}
-	return out
+	return false
+}
+
+// resumeTargets are the recorded targets to apply, given the start offsets read just before
+// the apply. A first apply (resumed false: this reconcile resolved them) applies every
+// target, as asked. A resumed one (a manager stopped between the apply and Complete, or an
+// apply read back without effect) leaves a partition whose offset already shows the reset
+// (moved) where it is and names it in kept ("partition 0 at 20, past its target 10"), so a
+// purge is never moved back and a replay not replayed twice. Pure.
+func resumeTargets(st *kqv1.OffsetResetStatus, current map[int32]int64, resumed bool) (apply map[int32]int64, kept []string) {
+	apply = make(map[int32]int64, len(st.Partitions))
+	for _, pr := range st.Partitions {
+		if cur, ok := current[pr.Partition]; resumed && ok && moved(pr, cur) {
+			switch {
+			case cur > pr.Target:
+				kept = append(kept, fmt.Sprintf("partition %d at %d, past its target %d", pr.Partition, cur, pr.Target))
+			case cur < pr.Target:
+				kept = append(kept, fmt.Sprintf("partition %d at %d, behind its target %d: moved back by another reset since the targets were recorded", pr.Partition, cur, pr.Target))
+			}
+			continue
+		}
+		apply[pr.Partition] = pr.Target
+	}
+	return apply, kept
 }
 
 // recordAfter writes the start offsets read back after the apply into status and returns how
-// many partitions are at their target and a summary of those that are not ("p2 at 7, target
-// 5"). A partition the group reports no state for has no after. Pure.
+// many partitions show their reset (at the target, or consumers past it: moved) and a
+// summary of those that do not ("partition 2 at 7, target 5"). A partition the group reports
+// no state for has no after. Pure.
 func recordAfter(st *kqv1.OffsetResetStatus, after map[int32]int64) (atTarget int, off []string) {
 	for i := range st.Partitions {
 		pr := &st.Partitions[i]
@@ -106,7 +139,7 @@ func recordAfter(st *kqv1.OffsetResetStatus, after map[int32]int64) (atTarget in
 			continue
 		}
 		pr.After = &a
-		if a == pr.Target {
+		if a == pr.Target || moved(*pr, a) && a >= pr.Target {
 			atTarget++
 		} else {
 			off = append(off, fmt.Sprintf("partition %d at %d, target %d", pr.Partition, a, pr.Target))

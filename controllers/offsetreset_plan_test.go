@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -79,14 +80,14 @@ func TestRecordTargetsAndAfter(t *testing.T) {
 	if st.ResolvedAt == nil || !st.ResolvedAt.Time.Equal(now) || st.ResolvedTimestamp != nil {
 		t.Errorf("resolvedAt %v resolvedTimestamp %v", st.ResolvedAt, st.ResolvedTimestamp)
 	}
-	if got := recordedTargets(&st); len(got) != 3 || got[0] != 5 || got[1] != 6 || got[2] != 9 {
-		t.Errorf("recorded targets %v", got)
+	if got, kept := resumeTargets(&st, nil, false); len(got) != 3 || got[0] != 5 || got[1] != 6 || got[2] != 9 || kept != nil {
+		t.Errorf("targets to apply on a first apply %v (kept %v), want every recorded target", got, kept)
 	}
 	if got := describeTargets(&st); got != "p0 -→5, p1 4→6, p2 -→9" {
 		t.Errorf("describeTargets %q", got)
 	}
-	n, off := recordAfter(&st, map[int32]int64{0: 5, 1: 8})
-	if n != 1 || len(off) != 2 || !strings.Contains(off[0], "partition 1 at 8, target 6") || !strings.Contains(off[1], "partition 2 has no state") {
+	n, off := recordAfter(&st, map[int32]int64{0: 5, 1: 4})
+	if n != 1 || len(off) != 2 || !strings.Contains(off[0], "partition 1 at 4, target 6") || !strings.Contains(off[1], "partition 2 has no state") {
 		t.Errorf("recordAfter: %d at target, off %v", n, off)
 	}
 	if st.Partitions[0].After == nil || *st.Partitions[0].After != 5 || st.Partitions[2].After != nil {
@@ -130,6 +131,54 @@ func TestPlanReadBack(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := planReadBack(tc.atTarget, tc.total, tc.members, tc.known, tc.attempts); got != tc.want {
 				t.Errorf("planReadBack = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// A resumed apply (issue 30: a manager stopped between the apply and Complete) never moves a
+// purge back over records acknowledged since, nor replays a replay twice; a partition that
+// does not show the reset is applied. The read-back counts the same partitions as done.
+func TestResumeTargetsNeverMoveBack(t *testing.T) {
+	i := func(v int64) *int64 { return &v }
+	st := kqv1.OffsetResetStatus{Partitions: []kqv1.PartitionOffsetReset{
+		{Partition: 0, Target: 10},               // purge, no state before
+		{Partition: 1, Before: i(4), Target: 10}, // purge
+		{Partition: 2, Before: i(20), Target: 5}, // replay
+		{Partition: 3, Before: i(20), Target: 5}, // replay
+		{Partition: 4, Before: i(7), Target: 7},  // at its start offset: shows nothing either way
+	}}
+	for _, c := range []struct {
+		name      string
+		first     bool
+		current   map[int32]int64
+		apply     string
+		kept      []string
+		atTarget  int
+		offPrefix []string
+	}{
+		{name: "resumed, nothing moved", current: map[int32]int64{1: 4, 2: 20, 3: 20, 4: 7},
+			apply: "map[0:10 1:10 2:5 3:5 4:7]", atTarget: 1},
+		{name: "resumed, applied, then consumers acknowledged", current: map[int32]int64{0: 20, 1: 10, 2: 9, 3: 5, 4: 8},
+			apply: "map[4:7]", kept: []string{"partition 0 at 20, past its target 10", "partition 2 at 9, past its target 5"}, atTarget: 4},
+		{name: "resumed, apply never took, consumers acknowledged", current: map[int32]int64{0: 3, 1: 6, 2: 25, 3: 20, 4: 7},
+			apply: "map[0:10 1:10 2:5 3:5 4:7]", atTarget: 1},
+		{name: "resumed, another reset moved a replay further back", current: map[int32]int64{0: 10, 1: 10, 2: 2, 3: 5, 4: 7},
+			apply: "map[4:7]", kept: []string{"partition 2 at 2, behind its target 5: moved back by another reset since the targets were recorded"}, atTarget: 4},
+		// Kafka's start offset trails acknowledgements: on a first apply every target is
+		// applied, as asked, whatever the start offset reads (the group may have delivered
+		// past it).
+		{name: "first apply", first: true, current: map[int32]int64{0: 20, 1: 10, 2: 9, 3: 5, 4: 8},
+			apply: "map[0:10 1:10 2:5 3:5 4:7]", atTarget: 4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := *st.DeepCopy()
+			apply, kept := resumeTargets(&st, c.current, !c.first)
+			if fmt.Sprint(apply) != c.apply || fmt.Sprint(kept) != fmt.Sprint(c.kept) {
+				t.Errorf("resumeTargets = %v, kept %q; want %s, kept %q", apply, kept, c.apply, c.kept)
+			}
+			if n, off := recordAfter(&st, c.current); n != c.atTarget {
+				t.Errorf("recordAfter(current) = %d at target (off %v), want %d", n, off, c.atTarget)
 			}
 		})
 	}

@@ -15,7 +15,7 @@ import (
 // docs/operating.md). A series that is absent (never set, or cleared) is not emitted; a
 // queue's record is dropped when it has no series left. Safe for concurrent use.
 type queueMetrics struct {
-	backlog, lag, oldestAge, unread, lastRead, members, retention, deadLetters *prometheus.Desc
+	backlog, lag, oldestAge, unread, lastRead, unreadSince, members, retention, deadLetters *prometheus.Desc
 
 	mu     sync.Mutex
 	queues map[queueMetricsKey]queueFigures
@@ -40,8 +40,12 @@ type queueFigures struct {
 	unread      float64 // partitions
 	hasLastRead bool
 	lastRead    float64 // Unix seconds
-	hasMembers  bool
-	members     float64
+	// hasUnreadSince: the poller tried and failed to read the queue, and has not read it once
+	// since this process started; unreadSince is its first failed try (Unix seconds).
+	hasUnreadSince bool
+	unreadSince    float64
+	hasMembers     bool
+	members        float64
 	// hasRetention: the topic's retention.ms was read and is finite.
 	hasRetention bool
 	retention    float64 // seconds
@@ -55,7 +59,7 @@ type deadLetterFigure struct {
 }
 
 func (f *queueFigures) empty() bool {
-	return !f.hasDepth && !f.hasLastRead && !f.hasMembers && !f.hasRetention
+	return !f.hasDepth && !f.hasLastRead && !f.hasUnreadSince && !f.hasMembers && !f.hasRetention
 }
 
 func newQueueMetrics() *queueMetrics {
@@ -72,6 +76,8 @@ func newQueueMetrics() *queueMetrics {
 			"Partitions of a ShareQueue left out of the last read: their backlog, or the time of their oldest record, could not be read (0: backlog and age are complete).", qn, nil),
 		lastRead: prometheus.NewDesc("kafkaqueues_queue_depth_last_read_timestamp_seconds",
 			"Unix time of the last successful depth read of a ShareQueue.", qn, nil),
+		unreadSince: prometheus.NewDesc("kafkaqueues_queue_depth_unread_since_timestamp_seconds",
+			"Unix time of the first failed depth read of a ShareQueue that this manager has not read once since it started (absent once a read succeeds; then see kafkaqueues_queue_depth_last_read_timestamp_seconds).", qn, nil),
 		members: prometheus.NewDesc("kafkaqueues_queue_members",
 			"Consumers in a ShareQueue's share group.", qn, nil),
 		retention: prometheus.NewDesc("kafkaqueues_queue_topic_retention_seconds",
@@ -114,14 +120,22 @@ func (m *queueMetrics) setDepth(round uint64, namespace, name string, backlog, o
 	m.update(namespace, name, func(f *queueFigures) {
 		f.hasDepth, f.backlog, f.oldestAge, f.unread = true, backlog, oldestAge, unread
 		f.hasLastRead, f.lastRead = true, lastRead
+		f.hasUnreadSince = false
 		f.polled = round
 	})
 }
 
 // clearDepth removes a queue's series that must not outlive a read (backlog, lag, oldest
-// age, unread partitions) when poller round could not read it; its last read time stays.
-func (m *queueMetrics) clearDepth(round uint64, namespace, name string) {
-	m.update(namespace, name, func(f *queueFigures) { f.hasDepth, f.polled = false, round })
+// age, unread partitions) when poller round could not read it, at now (Unix seconds; 0: it
+// was not tried); its last read time stays, and a queue never read since the start gets
+// its unread-since time.
+func (m *queueMetrics) clearDepth(round uint64, namespace, name string, now float64) {
+	m.update(namespace, name, func(f *queueFigures) {
+		f.hasDepth, f.polled = false, round
+		if now > 0 && !f.hasLastRead && !f.hasUnreadSince {
+			f.hasUnreadSince, f.unreadSince = true, now
+		}
+	})
 }
 
 // sweepPolls removes the depth series and last read time of every queue, and the record
@@ -131,10 +145,10 @@ func (m *queueMetrics) sweepPolls(round uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for k, f := range m.queues {
-		if f.polled == round || !f.hasDepth && !f.hasLastRead {
+		if f.polled == round || !f.hasDepth && !f.hasLastRead && !f.hasUnreadSince {
 			continue
 		}
-		f.hasDepth, f.hasLastRead = false, false
+		f.hasDepth, f.hasLastRead, f.hasUnreadSince = false, false, false
 		if f.empty() {
 			delete(m.queues, k)
 		} else {
@@ -192,7 +206,7 @@ func (m *queueMetrics) clearDeadLetters(namespace, name, queue string) {
 
 // Describe sends the eight metrics' descriptors.
 func (m *queueMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.backlog, m.lag, m.oldestAge, m.unread, m.lastRead, m.members, m.retention, m.deadLetters} {
+	for _, d := range []*prometheus.Desc{m.backlog, m.lag, m.oldestAge, m.unread, m.lastRead, m.unreadSince, m.members, m.retention, m.deadLetters} {
 		ch <- d
 	}
 }
@@ -215,6 +229,9 @@ func (m *queueMetrics) Collect(ch chan<- prometheus.Metric) {
 		}
 		if f.hasLastRead {
 			gauge(m.lastRead, f.lastRead, k.namespace, k.name)
+		}
+		if f.hasUnreadSince {
+			gauge(m.unreadSince, f.unreadSince, k.namespace, k.name)
 		}
 		if f.hasMembers {
 			gauge(m.members, f.members, k.namespace, k.name)

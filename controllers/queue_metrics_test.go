@@ -28,6 +28,7 @@ func TestQueueMetricsCollector(t *testing.T) {
 		ageHead     = "# HELP kafkaqueues_queue_oldest_record_age_seconds Age of the oldest unacknowledged record of a ShareQueue at the last read, 0 with no backlog (SQS ApproximateAgeOfOldestMessage); over the partitions whose oldest record could be dated (a lower bound) while kafkaqueues_queue_depth_unread_partitions > 0.\n# TYPE kafkaqueues_queue_oldest_record_age_seconds gauge\n"
 		unreadHead  = "# HELP kafkaqueues_queue_depth_unread_partitions Partitions of a ShareQueue left out of the last read: their backlog, or the time of their oldest record, could not be read (0: backlog and age are complete).\n# TYPE kafkaqueues_queue_depth_unread_partitions gauge\n"
 		readHead    = "# HELP kafkaqueues_queue_depth_last_read_timestamp_seconds Unix time of the last successful depth read of a ShareQueue.\n# TYPE kafkaqueues_queue_depth_last_read_timestamp_seconds gauge\n"
+		sinceHead   = "# HELP kafkaqueues_queue_depth_unread_since_timestamp_seconds Unix time of the first failed depth read of a ShareQueue that this manager has not read once since it started (absent once a read succeeds; then see kafkaqueues_queue_depth_last_read_timestamp_seconds).\n# TYPE kafkaqueues_queue_depth_unread_since_timestamp_seconds gauge\n"
 		membersHead = "# HELP kafkaqueues_queue_members Consumers in a ShareQueue's share group.\n# TYPE kafkaqueues_queue_members gauge\n"
 		deadHead    = "# HELP kafkaqueues_deadletter_records Records in a DeadLetterRoute's topic (end minus log start offset over its partitions; SQS ApproximateNumberOfMessagesVisible of the DLQ).\n# TYPE kafkaqueues_deadletter_records gauge\n"
 	)
@@ -70,7 +71,7 @@ kafkaqueues_queue_backlog_records{name="orders",namespace="team-b"} 0
 
 	// A failed read: backlog, lag, age and unread absent, never the old value; the last
 	// read time and the member count stay.
-	m.clearDepth(r1, "team-a", "orders")
+	m.clearDepth(r1, "team-a", "orders", 1_700_000_060)
 	m.clearDeadLetters("team-a", "orders-dlq", "orders")
 	expect("read failed",
 		backlogHead+`kafkaqueues_queue_backlog_records{name="orders",namespace="team-b"} 0
@@ -91,11 +92,26 @@ kafkaqueues_queue_depth_last_read_timestamp_seconds{name="orders",namespace="tea
 	// read time stays.
 	m.setDeadLetters(r1, "team-a", "orders-dlq", "orders", 6)
 	round := m.beginPoll()
-	m.clearDepth(round, "team-a", "orders")
+	m.clearDepth(round, "team-a", "orders", 1_700_000_090)
 	m.sweepPolls(round)
 	expect("depth swept",
 		readHead+`kafkaqueues_queue_depth_last_read_timestamp_seconds{name="orders",namespace="team-a"} 1.70000003e+09
 `, all...)
+
+	// A queue not read once since the start (a breaker's finding on issue 34: it had no
+	// series, so the stale-read alert could never fire for it): the first failed read's time,
+	// kept through later failures, gone with the first successful read.
+	m.clearDepth(round, "team-c", "orders", 1_700_000_100)
+	round = m.beginPoll()
+	m.clearDepth(round, "team-a", "orders", 1_700_000_120)
+	m.clearDepth(round, "team-c", "orders", 1_700_000_130)
+	m.sweepPolls(round)
+	expect("never read", readHead+`kafkaqueues_queue_depth_last_read_timestamp_seconds{name="orders",namespace="team-a"} 1.70000003e+09
+`+sinceHead+`kafkaqueues_queue_depth_unread_since_timestamp_seconds{name="orders",namespace="team-c"} 1.7000001e+09
+`, append(all, "kafkaqueues_queue_depth_unread_since_timestamp_seconds")...)
+	m.setDepth(round, "team-c", "orders", 1, 1, 0, 1_700_000_140)
+	expect("read at last", "", "kafkaqueues_queue_depth_unread_since_timestamp_seconds")
+	m.forgetQueue("team-c", "orders")
 
 	// Deleted: every series of the queue goes, and its record with them.
 	m.setMembers("team-a", "orders", 1)

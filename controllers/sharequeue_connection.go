@@ -16,7 +16,7 @@ import (
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
 )
 
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
 
 // Keys of a queue's connection ConfigMap (spec.connectionConfigMap): the names Kafka's own
 // clients and most frameworks' docs use, upper-cased for envFrom.
@@ -93,6 +93,11 @@ func connectionData(sq *kqv1.ShareQueue, kc *kqv1.KafkaCluster) map[string]strin
 func (q *queueScope) publishConnection(ctx context.Context) error {
 	sq := q.sq
 	ref := sq.Spec.ConnectionConfigMap
+	if q.mode == kqv1.ReconcileActive {
+		if err := q.pruneConnections(ctx); err != nil {
+			return err
+		}
+	}
 	if ref == nil || q.mode != kqv1.ReconcileActive || q.ready == nil ||
 		q.ready.Reason == kqv1.ReasonConflict || q.ready.Reason == kqv1.ReasonGroupTypeConflict {
 		return nil
@@ -115,6 +120,20 @@ func (q *queueScope) publishConnection(ctx context.Context) error {
 		}
 		if err := q.r.Create(ctx, &cm); err != nil {
 			if apierrors.IsAlreadyExists(err) {
+				// Outside the cache: unlabelled. If it is this queue's own (its label was
+				// removed by hand), it is labelled and written again below.
+				var cur corev1.ConfigMap // fresh: decoding into cm would keep the labels set above
+				if gerr := q.r.APIReader.Get(ctx, client.ObjectKeyFromObject(&cm), &cur); gerr == nil && metav1.IsControlledBy(&cur, sq) {
+					base := cur.DeepCopy()
+					if cur.Labels == nil {
+						cur.Labels = map[string]string{}
+					}
+					cur.Labels[kqv1.ConnectionLabel], cur.Data = sq.Name, want
+					if err := q.r.Patch(ctx, &cur, client.MergeFrom(base)); err != nil {
+						return notPublished(fmt.Sprintf("updating ConfigMap %s/%s (spec.connectionConfigMap.name): %v", sq.Namespace, ref.Name, err))
+					}
+					return nil
+				}
 				return notPublished(fmt.Sprintf("ConfigMap %s/%s (spec.connectionConfigMap.name) exists and is not this ShareQueue's: it is never overwritten; choose another name, or delete it if it is a leftover", sq.Namespace, ref.Name))
 			}
 			return notPublished(fmt.Sprintf("creating ConfigMap %s/%s (spec.connectionConfigMap.name): %v", sq.Namespace, ref.Name, err))
@@ -124,13 +143,40 @@ func (q *queueScope) publishConnection(ctx context.Context) error {
 		return err
 	case !metav1.IsControlledBy(&cm, sq):
 		return notPublished(fmt.Sprintf("ConfigMap %s/%s (spec.connectionConfigMap.name) is controlled by another object (label %s=%s): it is never overwritten; choose another name", sq.Namespace, ref.Name, kqv1.ConnectionLabel, cm.Labels[kqv1.ConnectionLabel]))
-	case maps.Equal(cm.Data, want):
+	case maps.Equal(cm.Data, want) && cm.Labels[kqv1.ConnectionLabel] == sq.Name:
 		return nil
 	}
 	base := cm.DeepCopy()
-	cm.Data = want
+	if cm.Labels == nil {
+		cm.Labels = map[string]string{}
+	}
+	// The label too: the cache can still hold the object when its label was just removed.
+	cm.Labels[kqv1.ConnectionLabel], cm.Data = sq.Name, want
 	if err := q.r.Patch(ctx, &cm, client.MergeFrom(base)); err != nil {
 		return notPublished(fmt.Sprintf("updating ConfigMap %s/%s (spec.connectionConfigMap.name): %v", sq.Namespace, ref.Name, err))
+	}
+	return nil
+}
+
+// pruneConnections deletes the connection ConfigMaps this queue controls that its spec no
+// longer names (spec.connectionConfigMap renamed or removed): left, they would go stale with
+// the next KafkaCluster change, and still hold the name against another queue.
+func (q *queueScope) pruneConnections(ctx context.Context) error {
+	sq := q.sq
+	var cms corev1.ConfigMapList
+	if err := q.r.List(ctx, &cms, client.InNamespace(sq.Namespace), client.MatchingLabels{kqv1.ConnectionLabel: sq.Name}); err != nil {
+		return err
+	}
+	for i := range cms.Items {
+		cm := &cms.Items[i]
+		if ref := sq.Spec.ConnectionConfigMap; (ref != nil && cm.Name == ref.Name) || !metav1.IsControlledBy(cm, sq) || !cm.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if err := q.r.Delete(ctx, cm, client.Preconditions{UID: &cm.UID, ResourceVersion: &cm.ResourceVersion}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting ConfigMap %s/%s, which spec.connectionConfigMap no longer names: %w", cm.Namespace, cm.Name, err)
+		}
+		q.r.event(sq, corev1.EventTypeNormal, "ConnectionConfigMapDeleted", "Delete",
+			fmt.Sprintf("deleted ConfigMap %s/%s: spec.connectionConfigMap no longer names it", cm.Namespace, cm.Name))
 	}
 	return nil
 }

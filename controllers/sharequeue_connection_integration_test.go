@@ -100,3 +100,85 @@ func TestQueuePublishesItsConnection(t *testing.T) {
 		t.Errorf("unexpected: %v", err)
 	}
 }
+
+// A breaker's finding on issue 34: renaming spec.connectionConfigMap left the old ConfigMap,
+// still controlled by the queue, stale after the next KafkaCluster change and still holding
+// its name against another queue; removing the field left both. The queue now deletes the
+// connection ConfigMaps it controls that its spec no longer names. One whose label was removed
+// by hand is labelled and written again, not called someone else's.
+func TestRenamedConnectionConfigMapIsRemoved(t *testing.T) {
+	t.Parallel()
+	r := startRig(t)
+	ns := r.newNamespace(t)
+	r.newCluster(t, ns)
+	ctx := ctxFor(t)
+	sq := &kqv1.ShareQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"}, Spec: kqv1.ShareQueueSpec{
+		ClusterRef: kqv1.ClusterReference{Name: "local"}, GroupID: "renamed-" + ns,
+		Topic:               kqv1.QueueTopicSpec{Name: "renamed-" + ns, Partitions: 1},
+		ConnectionConfigMap: &kqv1.LocalObjectReference{Name: "first"},
+	}}
+	if err := r.k8s.Create(ctx, sq); err != nil {
+		t.Fatal(err)
+	}
+	sq = r.waitQueue(t, sq, kqv1.ConditionReady, metav1.ConditionTrue)
+	state := func(name string) string {
+		var cm corev1.ConfigMap
+		switch err := r.k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &cm); {
+		case apierrors.IsNotFound(err):
+			return "absent"
+		case err != nil:
+			return err.Error()
+		case !metav1.IsControlledBy(&cm, sq) || cm.Labels[kqv1.ConnectionLabel] != sq.Name || cm.Data["KAFKA_TOPIC"] != "renamed-"+ns:
+			return fmt.Sprintf("not the queue's published connection: owners %v labels %v data %v", cm.OwnerReferences, cm.Labels, cm.Data)
+		}
+		return "published"
+	}
+	want := func(w map[string]string) func() string {
+		return func() string {
+			for name, s := range w {
+				if got := state(name); got != s {
+					return fmt.Sprintf("ConfigMap %s: %s, want %s", name, got, s)
+				}
+			}
+			return ""
+		}
+	}
+	eventually(t, 30*time.Second, want(map[string]string{"first": "published"}))
+
+	edit := func(mut func(*kqv1.ShareQueue)) {
+		t.Helper()
+		eventually(t, 30*time.Second, func() string {
+			var cur kqv1.ShareQueue
+			if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(sq), &cur); err != nil {
+				return err.Error()
+			}
+			mut(&cur)
+			if err := r.k8s.Update(ctx, &cur); err != nil {
+				return err.Error()
+			}
+			return ""
+		})
+	}
+	edit(func(q *kqv1.ShareQueue) { q.Spec.ConnectionConfigMap = &kqv1.LocalObjectReference{Name: "second"} })
+	eventually(t, 30*time.Second, want(map[string]string{"first": "absent", "second": "published"}))
+	r.hasEvent(t, sq, corev1.EventTypeNormal, "ConnectionConfigMapDeleted", "deleted ConfigMap "+ns+"/first: spec.connectionConfigMap no longer names it")
+
+	// Its label removed by hand: still the queue's, labelled again.
+	var cm corev1.ConfigMap
+	if err := r.k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "second"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	base := cm.DeepCopy()
+	delete(cm.Labels, kqv1.ConnectionLabel)
+	cm.Data["KAFKA_TOPIC"] = "stale"
+	if err := r.k8s.Patch(ctx, &cm, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	edit(func(q *kqv1.ShareQueue) { q.Spec.ConnectionConfigMap = &kqv1.LocalObjectReference{Name: "first"} })
+	edit(func(q *kqv1.ShareQueue) { q.Spec.ConnectionConfigMap = &kqv1.LocalObjectReference{Name: "second"} })
+	eventually(t, 30*time.Second, want(map[string]string{"first": "absent", "second": "published"}))
+	r.waitQueue(t, sq, kqv1.ConditionReady, metav1.ConditionTrue)
+
+	edit(func(q *kqv1.ShareQueue) { q.Spec.ConnectionConfigMap = nil })
+	eventually(t, 30*time.Second, want(map[string]string{"first": "absent", "second": "absent"}))
+}

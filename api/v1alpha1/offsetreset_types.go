@@ -148,6 +148,11 @@ type OffsetResetStatus struct {
 	// topic is the queue's Kafka topic the reset acts on, fixed when first read.
 	// +optional
 	Topic string `json:"topic,omitempty"`
+	// topicId is the id of topic when the targets were resolved. A topic deleted and made
+	// again under the name has another id, and the recorded offsets mean nothing there: they
+	// are not applied to it.
+	// +optional
+	TopicID string `json:"topicId,omitempty"`
 	// groupId is the queue's share group the reset acts on, fixed when first read.
 	// +optional
 	GroupID string `json:"groupId,omitempty"`

@@ -62,6 +62,9 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 func run(keep bool, timeout time.Duration, kafkaVersion string, extra []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// After the first signal the rig stops in order; a second one ends the process at once
+	// (the default action again), and the rig's processes die with it (Pdeathsig).
+	go func() { <-ctx.Done(); stop() }()
 	root := rig.RepoRoot()
 	work := filepath.Join(root, "tmp", "run-local")
 	if err := os.MkdirAll(work, 0o755); err != nil {
@@ -109,15 +112,18 @@ func run(keep bool, timeout time.Duration, kafkaVersion string, extra []string) 
 		return err
 	}
 	defer logf.Close()
-	mgr := exec.Command(managerBin, "--kubeconfig", kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0",
-		"--cluster-probe-interval=15s", "--queue-resync-interval=1m")
+	mgrArgs := []string{"--kubeconfig", kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0",
+		"--cluster-probe-interval=15s", "--queue-resync-interval=1m"}
+	mgr := exec.Command(managerBin, mgrArgs...)
 	mgr.Stdout, mgr.Stderr = logf, logf
 	mgr.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := mgr.Start(); err != nil {
 		return err
 	}
-	mgrDone := make(chan error, 1)
-	go func() { mgrDone <- mgr.Wait() }()
+	// mgrDone is closed when the manager exits; mgrErr is then how.
+	mgrDone := make(chan struct{})
+	var mgrErr error
+	go func() { mgrErr = mgr.Wait(); close(mgrDone) }()
 	defer func() {
 		_ = mgr.Process.Signal(syscall.SIGTERM)
 		select {
@@ -153,8 +159,8 @@ func run(keep bool, timeout time.Duration, kafkaVersion string, extra []string) 
 	var settled bool
 	for time.Now().Before(deadline) {
 		select {
-		case err := <-mgrDone:
-			return fmt.Errorf("manager exited: %v (see %s)", err, logf.Name())
+		case <-mgrDone:
+			return fmt.Errorf("manager exited: %v (see %s)", mgrErr, logf.Name())
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(time.Second):
@@ -191,8 +197,12 @@ func run(keep bool, timeout time.Duration, kafkaVersion string, extra []string) 
 		say("still running; kubeconfig: %s   (Ctrl-C to stop)", kubeconfig)
 		select {
 		case <-ctx.Done():
-		case err := <-mgrDone:
-			return fmt.Errorf("manager exited: %v", err)
+		case <-mgrDone:
+			// Someone stopped the manager, say to try a restart: the apiserver and Kafka stay
+			// up, with every object, until Ctrl-C; this is how to start it again.
+			say("the manager exited (%v); the apiserver and Kafka keep running. To start it again:\n  %s %s >>%s 2>&1",
+				mgrErr, managerBin, strings.Join(mgrArgs, " "), logf.Name())
+			<-ctx.Done()
 		}
 	}
 	return nil

@@ -7,7 +7,9 @@ package scaler
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -100,6 +102,9 @@ type Server struct {
 	MaxAge time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Explain, when set, says why the poller has no reading of a queue (from the manager's
+	// cache: absent, paused, being deleted, ...), for the NotFound answer.
+	Explain func(ctx context.Context, q types.NamespacedName) string
 }
 
 // trigger is a ScaledObject trigger's metadata, parsed.
@@ -114,6 +119,9 @@ type trigger struct {
 func parseTrigger(ref *externalscaler.ScaledObjectRef) (trigger, error) {
 	md := ref.GetScalerMetadata()
 	t := trigger{backlogPerReplica: DefaultBacklogPerReplica}
+	if err := misspeltKeys(md); err != nil {
+		return t, err
+	}
 	t.queue.Name = strings.TrimSpace(md[MetaShareQueue])
 	if t.queue.Name == "" {
 		return t, fmt.Errorf("scaler metadata %s is missing: set it to the ShareQueue's name", MetaShareQueue)
@@ -161,10 +169,16 @@ func MetricName(q types.NamespacedName) string {
 }
 
 // reading is the queue's last reading, or the gRPC error that says why there is none usable.
-func (s *Server) reading(t trigger) (Reading, <-chan struct{}, error) {
+func (s *Server) reading(ctx context.Context, t trigger) (Reading, <-chan struct{}, error) {
 	r, ok, next := s.Store.get(t.queue)
 	if !ok {
-		return r, next, status.Errorf(codes.NotFound, "ShareQueue %s is not read by this manager's depth poller: it does not exist, has no topic and group in its status yet, is paused (kafkaqueues.io/reconcile), is being deleted, or belongs to another manager or shard (point scalerAddress at that one's scaler)", t.queue)
+		why := "it does not exist, has no topic and group in its status yet, is paused (kafkaqueues.io/reconcile), is being deleted, or belongs to another manager or shard (point scalerAddress at that one's scaler)"
+		if s.Explain != nil {
+			if w := s.Explain(ctx, t.queue); w != "" {
+				why = w
+			}
+		}
+		return r, next, status.Errorf(codes.NotFound, "ShareQueue %s is not read by this manager's depth poller: %s", t.queue, why)
 	}
 	if r.Err != "" {
 		return r, next, status.Errorf(codes.Unavailable, "ShareQueue %s: depth not read at %s: %s", t.queue, r.At.UTC().Format(time.RFC3339), r.Err)
@@ -187,12 +201,12 @@ func (s *Server) reading(t trigger) (Reading, <-chan struct{}, error) {
 func (t trigger) active(r Reading) bool { return float64(r.Backlog) > t.activation }
 
 // IsActive says whether the queue's backlog is above activationBacklog.
-func (s *Server) IsActive(_ context.Context, ref *externalscaler.ScaledObjectRef) (*externalscaler.IsActiveResponse, error) {
+func (s *Server) IsActive(ctx context.Context, ref *externalscaler.ScaledObjectRef) (*externalscaler.IsActiveResponse, error) {
 	t, err := parseTrigger(ref)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	r, _, err := s.reading(t)
+	r, _, err := s.reading(ctx, t)
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +223,7 @@ func (s *Server) StreamIsActive(ref *externalscaler.ScaledObjectRef, stream exte
 	}
 	var last *bool
 	for {
-		r, next, err := s.reading(t)
+		r, next, err := s.reading(stream.Context(), t)
 		if err != nil {
 			return err
 		}
@@ -247,12 +261,12 @@ func (s *Server) GetMetricSpec(_ context.Context, ref *externalscaler.ScaledObje
 }
 
 // GetMetrics is the queue's backlog from the last round.
-func (s *Server) GetMetrics(_ context.Context, req *externalscaler.GetMetricsRequest) (*externalscaler.GetMetricsResponse, error) {
+func (s *Server) GetMetrics(ctx context.Context, req *externalscaler.GetMetricsRequest) (*externalscaler.GetMetricsResponse, error) {
 	t, err := parseTrigger(req.GetScaledObjectRef())
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	r, _, err := s.reading(t)
+	r, _, err := s.reading(ctx, t)
 	if err != nil {
 		return nil, err
 	}
@@ -261,4 +275,47 @@ func (s *Server) GetMetrics(_ context.Context, req *externalscaler.GetMetricsReq
 		MetricValue:      r.Backlog,
 		MetricValueFloat: float64(r.Backlog),
 	}}}, nil
+}
+
+// kedaKeys are the external trigger's own metadata keys, which KEDA passes on with the rest
+// (keda-docs, scalers/external-push).
+var kedaKeys = []string{"scalerAddress", "caCert", "tlsCertFile", "tlsClientCert", "tlsClientKey", "unsafeSsl", "enableTLS"}
+
+// misspeltKeys refuses a metadata key that is not one this scaler or KEDA reads but is one
+// of this scaler's keys misspelt (another case, or two edits away): left alone, a
+// "backlogPerReplicas: 5" would scale on the default of 100 without a word. Other keys are
+// left alone, as KEDA passes the whole metadata map.
+func misspeltKeys(md map[string]string) error {
+	ours := []string{MetaShareQueue, MetaNamespace, MetaBacklogPerReplica, MetaActivationBacklog}
+	for _, k := range slices.Sorted(maps.Keys(md)) {
+		if slices.Contains(ours, k) || slices.Contains(kedaKeys, k) {
+			continue
+		}
+		for _, o := range ours {
+			if strings.EqualFold(k, o) || editDistance(strings.ToLower(k), strings.ToLower(o)) <= 2 {
+				return fmt.Errorf("scaler metadata %s is not a key this scaler reads: did you mean %s?", k, o)
+			}
+		}
+	}
+	return nil
+}
+
+// editDistance is the Levenshtein distance of a and b (bytes).
+func editDistance(a, b string) int {
+	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			sub := prev[j-1]
+			if a[i-1] != b[j-1] {
+				sub++
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, sub)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

@@ -103,15 +103,7 @@ func TestCheckComparesACompleteOffsetReset(t *testing.T) {
 	or := &kqv1.OffsetReset{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "purge"}, Spec: kqv1.OffsetResetSpec{
 		QueueRef: kqv1.QueueReference{Name: "purged"}, ToLatest: ptr.To(true)}}
 	s.create(t, or)
-	rig.Eventually(t, 90*time.Second, func() string {
-		if err := s.k8s.Get(ctx, client.ObjectKeyFromObject(or), or); err != nil {
-			return err.Error()
-		}
-		if or.Status.Phase != kqv1.OffsetResetComplete {
-			return fmt.Sprintf("phase %q, want Complete", or.Status.Phase)
-		}
-		return ""
-	})
+	s.waitComplete(t, or)
 	rep, err := Check(ctx, s.k8s, Options{Namespace: ns, SkipJoin: true})
 	if err != nil {
 		t.Fatal(err)
@@ -133,4 +125,77 @@ func TestCheckComparesACompleteOffsetReset(t *testing.T) {
 	if got := find(rep, KindOffsetReset, "purge", "status.partitions[].after"); len(got) != 1 || !strings.Contains(got[0].Observed, "p0: starts at") {
 		t.Errorf("findings %v, want the reset's read-back false (p0 starts before 1000000)", rep.Findings)
 	}
+}
+
+// A breaker's finding on issue 30: after a queue's topic was deleted outside the operator and
+// the queue made it again (TopicDeleted), Check called the queue's earlier Complete
+// OffsetReset false, for ever: the new topic's group holds no state at the old read-back. The
+// reset records the topic id it was resolved on; one resolved on another id than the queue's
+// claims nothing.
+func TestCheckSkipsAResetOfATopicMadeAgain(t *testing.T) {
+	t.Parallel()
+	s := startSuite(t)
+	ns := s.namespace(t)
+	s.startManager(t, ns)
+	ctx := ctxFor(t)
+	local := cluster(ns, "local", s.kafka.BootstrapServers())
+	q := queue(ns, "remade", "local", kqv1.DeliverySpec{AutoOffsetReset: ptr.To("earliest")})
+	s.create(t, local, q)
+	s.waitTrue(t, q, kqv1.ConditionReady)
+	if err := rig.ProduceSpread(ctx, s.kafka.BootstrapServers(), q.Status.TopicName, 4); err != nil {
+		t.Fatal(err)
+	}
+	or := &kqv1.OffsetReset{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "purge"}, Spec: kqv1.OffsetResetSpec{
+		QueueRef: kqv1.QueueReference{Name: "remade"}, ToLatest: ptr.To(true)}}
+	s.create(t, or)
+	s.waitComplete(t, or)
+	if or.Status.TopicID == "" || or.Status.TopicID != q.Status.TopicID {
+		t.Fatalf("the reset recorded topic id %q, want the queue's %q", or.Status.TopicID, q.Status.TopicID)
+	}
+	rep, err := Check(ctx, s.k8s, Options{Namespace: ns, SkipJoin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Findings) > 0 || rep.ClaimsByKind[KindOffsetReset] != 1 {
+		t.Fatalf("before the topic is made again: findings %v, OffsetReset claims %d; want none and 1", rep.Findings, rep.ClaimsByKind[KindOffsetReset])
+	}
+
+	old := q.Status.TopicID
+	if _, err := s.admin.DeleteTopics(ctx, q.Status.TopicName); err != nil {
+		t.Fatal(err)
+	}
+	rig.Eventually(t, 90*time.Second, func() string {
+		if err := s.k8s.Get(ctx, client.ObjectKeyFromObject(q), q); err != nil {
+			return err.Error()
+		}
+		if q.Status.TopicID == old || q.Status.TopicID == "" {
+			return fmt.Sprintf("queue's status.topicId %q, want the new topic's", q.Status.TopicID)
+		}
+		return ""
+	})
+	s.waitTrue(t, q, kqv1.ConditionReady)
+	rig.Eventually(t, 60*time.Second, func() string {
+		rep, err := Check(ctx, s.k8s, Options{Namespace: ns, SkipJoin: true})
+		if err != nil {
+			return err.Error()
+		}
+		if len(rep.Findings) > 0 || rep.ClaimsByKind[KindOffsetReset] != 0 {
+			return fmt.Sprintf("after the topic was made again: findings %v, OffsetReset claims %d; want none and 0 (the reset was on the old topic)", rep.Findings, rep.ClaimsByKind[KindOffsetReset])
+		}
+		return ""
+	})
+}
+
+// waitComplete waits until or is Complete and reads it into or.
+func (s *suite) waitComplete(t *testing.T, or *kqv1.OffsetReset) {
+	t.Helper()
+	rig.Eventually(t, 90*time.Second, func() string {
+		if err := s.k8s.Get(ctxFor(t), client.ObjectKeyFromObject(or), or); err != nil {
+			return err.Error()
+		}
+		if or.Status.Phase != kqv1.OffsetResetComplete {
+			return fmt.Sprintf("phase %q, want Complete", or.Status.Phase)
+		}
+		return ""
+	})
 }

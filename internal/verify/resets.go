@@ -35,13 +35,18 @@ func resolvedAt(or *kqv1.OffsetReset) int64 {
 // are superseded): every partition it read back holds state in the group now, at the offset
 // read back or later (issue 30, case 2: a reset said Complete while the group held no state
 // for any partition, and a consumer got the records the reset had skipped). A reset older than
-// its queue (the group may have been deleted and made again since) claims nothing here.
+// its queue (the group may have been deleted and made again since), or resolved on a topic id
+// other than the queue's (the topic was deleted and made again since), claims nothing here.
 func (ck *checker) checkResets(ctx context.Context, cl *kafka.Client, w *world) {
 	newest := map[string]*kqv1.OffsetReset{}
 	for _, k := range sortedKeys(w.resets) {
 		or := w.resets[k]
 		q := w.allQueues[or.Namespace+"/"+or.Spec.QueueRef.Name]
 		if q == nil || q.Status.GroupID != or.Status.GroupID || or.CreationTimestamp.Before(&q.CreationTimestamp) {
+			continue
+		}
+		if or.Status.TopicID != "" && q.Status.TopicID != "" && or.Status.TopicID != q.Status.TopicID {
+			// Resolved on a topic since deleted and made again: its offsets were in that log.
 			continue
 		}
 		if cur := newest[or.Status.GroupID]; cur == nil || resolvedAt(or) > resolvedAt(cur) {

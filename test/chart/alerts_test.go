@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
@@ -49,6 +50,27 @@ func TestChartAlertsFire(t *testing.T) {
 		cmd.Dir = dir
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("promtool %v: %v\n%s\nrules.yaml:\n%s", args, err, b, rules)
+		}
+	}
+}
+
+// `helm --set metrics.prometheusRule.retentionRatio=0.9` passes the value as a string; the
+// schema takes it (a breaker's finding: it was refused with "got string, want number"), the
+// rule uses it, and a value outside (0, 1] is still refused in either form.
+func TestChartRetentionRatioFromSet(t *testing.T) {
+	t.Parallel()
+	for _, set := range []string{"--set", "--set-json"} {
+		out, err := render("--set", "metrics.prometheusRule.enabled=true", set, "metrics.prometheusRule.retentionRatio=0.9")
+		if err != nil {
+			t.Fatalf("%s retentionRatio=0.9: %v", set, err)
+		}
+		if !strings.Contains(out, "kafkaqueues_queue_topic_retention_seconds) > 0.9\n") {
+			t.Errorf("%s retentionRatio=0.9: the rule does not compare with 0.9:\n%s", set, out)
+		}
+		for _, bad := range []string{"0", "1.5", "-0.2"} {
+			if _, err := render("--set", "metrics.prometheusRule.enabled=true", set, "metrics.prometheusRule.retentionRatio="+bad); err == nil || !strings.Contains(err.Error(), "retentionRatio") {
+				t.Errorf("%s retentionRatio=%s: %v, want the schema to refuse it naming retentionRatio", set, bad, err)
+			}
 		}
 	}
 }

@@ -93,10 +93,23 @@ func TestKEDAScalerDocsManifests(t *testing.T) {
 	}
 	for _, tc := range []struct{ args []string }{
 		{[]string{"--set", "kedaScaler.enabled=true", "--set", "manager.depthInterval=0s"}},
+		{[]string{"--set", "kedaScaler.enabled=true", "--set", "manager.depthInterval=0m0s"}},
+		{[]string{"--set", "kedaScaler.enabled=true", "--set", "manager.depthInterval=0.0s"}},
 		{[]string{"--set", "kedaScaler.enabled=true", "--set", "kedaScaler.port=8080"}},
+		{[]string{"--set", "kedaScaler.enabled=true", "--set", "kedaScaler.port=9443"}},
 	} {
 		if _, err := render(tc.args...); err == nil || !strings.Contains(err.Error(), "kedaScaler") {
 			t.Errorf("render %v: %v, want an error naming kedaScaler", tc.args, err)
+		}
+	}
+	// A disabled port clashes with nothing (a breaker's finding: metrics.enabled=false with
+	// metrics.port 9090 refused kedaScaler.port 9090); an interval that is not zero is taken.
+	for _, args := range [][]string{
+		{"--set", "kedaScaler.enabled=true", "--set", "metrics.enabled=false", "--set", "metrics.port=9090"},
+		{"--set", "kedaScaler.enabled=true", "--set", "manager.depthInterval=0m10s"},
+	} {
+		if _, err := render(args...); err != nil {
+			t.Errorf("render %v: %v, want it rendered", args, err)
 		}
 	}
 

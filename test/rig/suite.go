@@ -83,7 +83,13 @@ func (s *Suite) Run(m *testing.M) int {
 	go func() {
 		select {
 		case got := <-sig:
-			fmt.Fprintf(os.Stderr, "rig: %v: stopping the suite's apiserver and brokers\n", got)
+			fmt.Fprintf(os.Stderr, "rig: %v: stopping the suite's apiserver and brokers (again to exit at once)\n", got)
+			go func() {
+				// A second signal does not wait for the stop (a frozen broker holds it for
+				// StopNode's grace): every process the rig started dies with this one (Pdeathsig).
+				<-sig
+				os.Exit(2)
+			}()
 			s.mu.Lock()
 			s.stop()
 			removeOwnTemp()

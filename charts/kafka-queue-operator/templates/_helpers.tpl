@@ -72,10 +72,12 @@ helm template or --dry-run: those render the per-release name.)
 {{- fail (printf "kafka.bootstrapServers creates KafkaCluster %s in the release namespace %s, which watchNamespaces %v leaves out: no manager would probe it and no queue could use it; add %s to watchNamespaces or create the KafkaCluster in a watched namespace" .Values.kafka.name .Release.Namespace .Values.watchNamespaces .Release.Namespace) -}}
 {{- end -}}
 {{- if .Values.kedaScaler.enabled -}}
-{{- if regexMatch "^0+([a-z]+)?$" (toString .Values.manager.depthInterval) -}}
+{{- if regexMatch "^(0+(\\.0*)?(ns|us|µs|ms|s|m|h)?)+$" (toString .Values.manager.depthInterval) -}}
 {{- fail (printf "kedaScaler.enabled answers from the depth poller, which manager.depthInterval %v turns off: set manager.depthInterval (30s at most) or disable kedaScaler" .Values.manager.depthInterval) -}}
 {{- end -}}
-{{- $ports := dict "8081" "the health probe port" (toString .Values.metrics.port) "metrics.port" (toString .Values.webhook.port) "webhook.port" -}}
+{{- $ports := dict "8081" "the health probe port" -}}
+{{- if .Values.metrics.enabled -}}{{- $_ := set $ports (toString .Values.metrics.port) "metrics.port" -}}{{- end -}}
+{{- if .Values.webhook.enabled -}}{{- $_ := set $ports (toString .Values.webhook.port) "webhook.port" -}}{{- end -}}
 {{- with get $ports (toString .Values.kedaScaler.port) -}}
 {{- fail (printf "kedaScaler.port %v is also %s: choose another" $.Values.kedaScaler.port .) -}}
 {{- end -}}
