@@ -193,7 +193,7 @@ func (s *Server) reading(ctx context.Context, t trigger) (Reading, <-chan struct
 		return r, next, status.Errorf(codes.Unavailable, "ShareQueue %s: %d partition(s) could not be read at %s (their leader or the group coordinator did not answer): the backlog is not known", t.queue, r.Unread, r.At.UTC().Format(time.RFC3339))
 	}
 	if age := now().Sub(r.At); s.MaxAge > 0 && age > s.MaxAge {
-		return r, next, status.Errorf(codes.Unavailable, "ShareQueue %s: depth last read %s ago (at %s), more than %s: the depth poller is not reading it (is this manager the leader, and its KafkaCluster connected?)", t.queue, age.Truncate(time.Second), r.At.UTC().Format(time.RFC3339), s.MaxAge)
+		return r, next, status.Errorf(codes.Unavailable, "ShareQueue %s: depth last read %s ago (at %s), more than %s: the depth poller has not read it since (its rounds are slow: a cluster answering slowly, or the status writes; or it stopped: this manager lost its leadership, or the queue's KafkaCluster is unreachable)", t.queue, age.Truncate(time.Second), r.At.UTC().Format(time.RFC3339), s.MaxAge)
 	}
 	return r, next, nil
 }
