@@ -4,7 +4,8 @@
 //   - kafka-queue-operator-crds-<chart>.tgz and kafka-queue-operator-<chart>.tgz: both charts
 //     packaged by the pinned helm (`helm push DIR/<chart>.tgz oci://REGISTRY/charts` publishes
 //     them);
-//   - kafka-queue-operator-image.tar: the operator image (the Dockerfile's, built by test/image)
+//   - kafka-queue-operator-image.tar: the operator image (the Dockerfile's, built by test/image
+//     with the version and commit linked in)
 //     as a docker-save tarball tagged IMAGE, and kafka-queue-operator-image.digest, its
 //     manifest digest (`crane push` or `skopeo copy docker-archive:…` publish it);
 //   - kubectl-kq_<version>_<os>_<arch>.tar.gz for each platform: the kqctl binary as kubectl-kq
@@ -40,8 +41,6 @@ import (
 
 	"github.com/kafkaqueues/kafka-queue-operator/test/image"
 )
-
-const module = "github.com/kafkaqueues/kafka-queue-operator"
 
 // Platforms are those the krew manifest lists.
 var Platforms = []string{"linux/amd64", "linux/arm64", "darwin/amd64", "darwin/arm64"}
@@ -120,7 +119,7 @@ func Run(ctx context.Context, o Options) ([]string, error) {
 		return nil, fmt.Errorf("helm package: %v\n%s", err, out)
 	}
 	// kqctl archives.
-	ldflags := fmt.Sprintf("-s -w -X %[1]s/internal/version.Version=%[2]s -X %[1]s/internal/version.Commit=%[3]s", module, o.Version, o.Commit)
+	ldflags := "-s -w " + image.VersionLDFlags(o.Version, o.Commit)
 	archives := map[string]string{}
 	for _, p := range o.Platforms {
 		goos, goarch, ok := strings.Cut(p, "/")
@@ -186,7 +185,7 @@ func writeImage(ctx context.Context, o Options) error {
 	o.Log("building the image %s", ref)
 	bin := filepath.Join(o.Out, ".image-bin")
 	defer os.RemoveAll(bin)
-	if err := image.BuildBinaries(ctx, o.Root, bin); err != nil {
+	if err := image.BuildReleaseBinaries(ctx, o.Root, bin, o.Version, o.Commit); err != nil {
 		return err
 	}
 	img, err := image.Image(image.OperatorSpec(bin))

@@ -38,7 +38,11 @@ var FixturePackages = []string{"./test/image/pause", "./test/image/queueapp"}
 // GOARCH=runtime.GOARCH added to this process's environment. One command builds them all,
 // sharing the compile of their common packages; go's build cache makes a rebuild fast.
 func BuildCommand(ctx context.Context, repoRoot, outDir string, pkgs ...string) *exec.Cmd {
-	args := append([]string{"build"}, GoBuildFlags...)
+	return buildCommand(ctx, repoRoot, outDir, GoBuildFlags, pkgs...)
+}
+
+func buildCommand(ctx context.Context, repoRoot, outDir string, flags []string, pkgs ...string) *exec.Cmd {
+	args := append([]string{"build"}, flags...)
 	args = append(args, "-o", strings.TrimSuffix(outDir, string(filepath.Separator))+string(filepath.Separator))
 	args = append(args, pkgs...)
 	cmd := exec.CommandContext(ctx, "go", args...)
@@ -51,6 +55,10 @@ func BuildCommand(ctx context.Context, repoRoot, outDir string, pkgs ...string) 
 // Build runs BuildCommand, creating outDir; the go command's output goes to stderr, and a
 // failure's error includes it.
 func Build(ctx context.Context, repoRoot, outDir string, pkgs ...string) error {
+	return build(ctx, repoRoot, outDir, GoBuildFlags, pkgs...)
+}
+
+func build(ctx context.Context, repoRoot, outDir string, flags []string, pkgs ...string) error {
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return err
 	}
@@ -65,7 +73,7 @@ func Build(ctx context.Context, repoRoot, outDir string, pkgs ...string) error {
 		}
 		seen[path.Base(p)] = p
 	}
-	cmd := BuildCommand(ctx, repoRoot, abs, pkgs...)
+	cmd := buildCommand(ctx, repoRoot, abs, flags, pkgs...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s: %w\n%s", strings.Join(cmd.Args, " "), err, out)
@@ -80,6 +88,20 @@ func Build(ctx context.Context, repoRoot, outDir string, pkgs ...string) error {
 // outDir/republisher) with the Dockerfile's flags; repoRoot is the module's root.
 func BuildBinaries(ctx context.Context, repoRoot, outDir string) error {
 	return Build(ctx, repoRoot, outDir, OperatorPackages...)
+}
+
+// VersionLDFlags are the linker flags that set the binaries' version and commit
+// (internal/version), as make build and make release link them.
+func VersionLDFlags(version, commit string) string {
+	return fmt.Sprintf("-X %[1]s/internal/version.Version=%[2]s -X %[1]s/internal/version.Commit=%[3]s", ModulePath, version, commit)
+}
+
+// BuildReleaseBinaries builds OperatorPackages as BuildBinaries does, with version and
+// commit linked in: the binaries of a released image print them (manager --version, and the
+// manager's "starting manager" log line).
+func BuildReleaseBinaries(ctx context.Context, repoRoot, outDir, version, commit string) error {
+	flags := []string{"-trimpath", "-ldflags=-s -w " + VersionLDFlags(version, commit)}
+	return build(ctx, repoRoot, outDir, flags, OperatorPackages...)
 }
 
 // BuildFixtures builds FixturePackages into outDir (outDir/pause, outDir/queueapp) with the

@@ -12,8 +12,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -60,6 +62,20 @@ const (
 
 // operatorImage is the image the chart names by default: image.repository at the chart's
 // appVersion. The test imports its build under that name, so README's install runs as is.
+// releaseImage runs make release's program for this machine's platform and returns the path
+// of the operator image tarball it wrote, tagged ref.
+func releaseImage(ctx context.Context, t *testing.T, ref, version string) string {
+	t.Helper()
+	dist := filepath.Join(t.TempDir(), "dist")
+	rel := exec.CommandContext(ctx, "go", "run", "./hack/release", "-o", dist, "-version", version, "-commit", "nodetest",
+		"-platforms", "linux/"+runtime.GOARCH, "-partial-krew", "-image", ref)
+	rel.Dir = rig.RepoRoot()
+	if out, err := rel.CombinedOutput(); err != nil {
+		t.Fatalf("hack/release: %v\n%s", err, out)
+	}
+	return filepath.Join(dist, "kafka-queue-operator-image.tar")
+}
+
 func operatorImage(t *testing.T) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(rig.RepoRoot(), "charts", "kafka-queue-operator", "Chart.yaml"))
@@ -90,17 +106,16 @@ func TestNodeEndToEnd(t *testing.T) {
 	defer cancel()
 	phase := phases(t)
 
-	// Images, built without Docker from this tree.
+	// Images, built without Docker from this tree: the operator's as a release ships it
+	// (make release's image tarball, its version linked in), the test app's and pause.
 	bin, imgs := t.TempDir(), t.TempDir()
-	if err := image.BuildBinaries(ctx, rig.RepoRoot(), bin); err != nil {
-		t.Fatal(err)
-	}
 	if err := image.BuildFixtures(ctx, rig.RepoRoot(), bin); err != nil {
 		t.Fatal(err)
 	}
 	opImage, appImage := operatorImage(t), "kqo.local/queueapp:1"
-	tars := map[string]string{}
-	for ref, spec := range map[string]image.Spec{opImage: image.OperatorSpec(bin), appImage: image.AppSpec(bin), rig.PauseImage: image.PauseSpec(bin)} {
+	const relVersion = "v0.0.0-nodetest"
+	tars := map[string]string{opImage: releaseImage(ctx, t, opImage, relVersion)}
+	for ref, spec := range map[string]image.Spec{appImage: image.AppSpec(bin), rig.PauseImage: image.PauseSpec(bin)} {
 		tars[ref] = filepath.Join(imgs, strings.NewReplacer("/", "_", ":", "_").Replace(ref)+".tar")
 		if err := image.Write(spec, ref, tars[ref]); err != nil {
 			t.Fatal(err)
@@ -159,6 +174,10 @@ func TestNodeEndToEnd(t *testing.T) {
 	phase("operator Deployment Available (webhook serving)")
 	opPod := onlyPod(ctx, t, cs, releaseNS, "app.kubernetes.io/instance="+release)
 	checkRestrictedPod(t, opPod, "manager")
+	// The released image's manager says which release it is.
+	if out := sh.Run("kubectl -n " + releaseNS + " logs " + opPod.Name + " -c manager"); !strings.Contains(out, `"version": "`+relVersion+` (commit nodetest`) {
+		t.Errorf("the operator Pod's log does not name release %s in its start line:\n%s", relVersion, head(strings.Split(out, "\n")))
+	}
 	checkProcessUser(t, "/manager", 65532)
 	checkWebhookCABundle(ctx, t, cs)
 
