@@ -48,7 +48,7 @@ func (r *testRig) redriveFixture(t *testing.T) (ns, queueTopic, dlqTopic string)
 // produceRecords writes rs to topic (acks=all, idempotent) and fails the test on any error.
 func produceRecords(t *testing.T, bootstrap []string, topic string, rs []*kgo.Record) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.DefaultProduceTopic(topic))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.DefaultProduceTopic(topic), kgo.UnknownTopicRetries(-1))
 	if err != nil {
 		t.Fatal(err)
 	}

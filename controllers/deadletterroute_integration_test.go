@@ -94,7 +94,7 @@ func TestDeadLetterRouteBrokerNative(t *testing.T) {
 
 	// A share consumer rejects one record of three; the broker writes it to the DLQ.
 	bootstrap := r.kafka.BootstrapServers()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.DefaultProduceTopic(topic))
+	prod, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.DefaultProduceTopic(topic), kgo.UnknownTopicRetries(-1))
 	if err != nil {
 		t.Fatal(err)
 	}

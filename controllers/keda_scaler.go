@@ -97,7 +97,12 @@ func explainUnread(c client.Reader) func(context.Context, types.NamespacedName) 
 			return "its status has no topic and group yet: it has not been reconciled (see its Ready condition)"
 		}
 		var kc kqv1.KafkaCluster
-		if err := c.Get(ctx, types.NamespacedName{Namespace: q.Namespace, Name: sq.Spec.ClusterRef.Name}, &kc); err != nil || !conditionIs(kc.Status.Conditions, kqv1.ConditionConnected, metav1.ConditionTrue) {
+		switch err := c.Get(ctx, types.NamespacedName{Namespace: q.Namespace, Name: sq.Spec.ClusterRef.Name}, &kc); {
+		case apierrors.IsNotFound(err):
+			return fmt.Sprintf("its KafkaCluster %s (spec.clusterRef.name) does not exist in namespace %s", sq.Spec.ClusterRef.Name, q.Namespace)
+		case err != nil:
+			return fmt.Sprintf("reading its KafkaCluster %s from the manager's cache: %v", sq.Spec.ClusterRef.Name, err)
+		case !conditionIs(kc.Status.Conditions, kqv1.ConditionConnected, metav1.ConditionTrue):
 			return fmt.Sprintf("its KafkaCluster %s is not connected (see its Connected condition); queues are read only on connected clusters", sq.Spec.ClusterRef.Name)
 		}
 		return "the depth poller's first round since the queue became readable has not finished yet; try again after one depth interval"

@@ -59,9 +59,6 @@ type resetScope struct {
 	kc       kqv1.KafkaCluster
 	cl       *kafka.Client
 	requeue  time.Duration
-	// resolved: this reconcile resolved the targets (a first apply); otherwise they were
-	// recorded by an earlier one, which may have applied them.
-	resolved bool
 }
 
 // Reconcile acts on one OffsetReset (see OffsetResetReconciler).
@@ -186,11 +183,22 @@ func (s *resetScope) run(ctx context.Context) error {
 	}
 	members := gs[group].Members
 	or.Status.Members = &members
+	if members > 0 && or.Status.ApplyAttempts > 0 && !or.Status.Finished() {
+		// An apply was sent before (a manager stopped before Complete) and consumers have
+		// joined since: what Kafka shows decides, not the member count.
+		current, err := cl.ShareStartOffsets(kctx, group, topic)
+		if err != nil {
+			return s.kafkaWait(fmt.Sprintf("reading the start offsets of share group %s", group), err)
+		}
+		if targets, kept := resumeTargets(&or.Status, current); len(targets) == 0 {
+			return s.readBack(kctx, group, topic, current, kept)
+		}
+	}
 	switch planReset(&or.Status, or.Spec.WhenMembersPresent, members) {
 	case resetDone:
 		return nil
 	case resetFailMembers:
-		return s.fail(kqv1.ReasonMembersPresent, membersMessage(group, members, kqv1.MembersPolicyFail))
+		return s.fail(kqv1.ReasonMembersPresent, membersMessage(group, members, kqv1.MembersPolicyFail, or.Status.ApplyAttempts > 0))
 	case resetWaitMembers:
 		return s.waitMembers(group, members)
 	case resetResolve:
@@ -198,7 +206,7 @@ func (s *resetScope) run(ctx context.Context) error {
 			return err
 		}
 	}
-	return s.apply(kctx, group, topic)
+	return s.apply(ctx, kctx, group, topic)
 }
 
 // resolve turns the target into absolute offsets (one batched ListOffsets round) and
@@ -222,7 +230,6 @@ func (s *resetScope) resolve(ctx, kctx context.Context, group, topic string) err
 	}
 	recordTargets(st, before, targets, now, at)
 	st.TopicID = id
-	s.resolved = true
 	st.Phase = kqv1.OffsetResetApplying
 	setCondition(&st.Conditions, kqv1.ConditionComplete, condInput{metav1.ConditionFalse, kqv1.ReasonOffsetsApplying,
 		fmt.Sprintf("resolved %s on topic %s to %s; applying", st.Target, topic, describeTargets(st))}, s.or.Generation)
@@ -235,7 +242,7 @@ func (s *resetScope) resolve(ctx, kctx context.Context, group, topic string) err
 }
 
 // apply sends the recorded targets and reads them back.
-func (s *resetScope) apply(kctx context.Context, group, topic string) error {
+func (s *resetScope) apply(ctx, kctx context.Context, group, topic string) error {
 	st := &s.or.Status
 	if st.TopicID != "" {
 		// The targets are offsets in the log they were resolved on.
@@ -248,19 +255,28 @@ func (s *resetScope) apply(kctx context.Context, group, topic string) error {
 				topic, id, describeTargets(st), st.TopicID))
 		}
 	}
-	// Read where the group is now: on a resumed apply, consumers may have acknowledged past
-	// a target since it was recorded, and that partition is not moved back.
+	// Where an apply was sent before (a manager stopped before Complete), read where the
+	// group is now: a partition that shows the reset is not moved again.
 	current, err := s.cl.ShareStartOffsets(kctx, group, topic)
 	if err != nil {
 		return s.kafkaWait(fmt.Sprintf("reading the start offsets of share group %s before applying", group), err)
 	}
-	targets, kept := resumeTargets(st, current, !s.resolved)
-	if len(targets) > 0 {
-		err = s.cl.AlterShareStartOffsets(kctx, group, topic, targets)
+	targets, kept := resumeTargets(st, current)
+	if len(targets) == 0 {
+		return s.readBack(kctx, group, topic, current, kept)
 	}
+	// Recorded before it is sent: a manager that stops from here on knows an apply may have
+	// taken (resumeTargets).
+	st.ApplyAttempts++
+	if err := s.r.Status().Patch(ctx, s.or, client.MergeFrom(s.original)); err != nil {
+		return err
+	}
+	s.original = s.or.DeepCopy()
+	err = s.cl.AlterShareStartOffsets(kctx, group, topic, targets)
 	switch {
 	case errors.Is(err, kafka.ErrGroupNotEmpty):
 		// A member joined since the check; the brokers applied nothing.
+		st.ApplyAttempts--
 		gs, derr := s.cl.DescribeShareGroups(kctx, group)
 		members := int32(1)
 		if derr == nil && gs[group].Members > 0 {
@@ -268,7 +284,7 @@ func (s *resetScope) apply(kctx context.Context, group, topic string) error {
 		}
 		st.Members = &members
 		if s.or.Spec.WhenMembersPresent == kqv1.MembersPolicyFail {
-			return s.fail(kqv1.ReasonMembersPresent, membersMessage(group, members, kqv1.MembersPolicyFail))
+			return s.fail(kqv1.ReasonMembersPresent, membersMessage(group, members, kqv1.MembersPolicyFail, st.ApplyAttempts > 0))
 		}
 		return s.waitMembers(group, members)
 	case err != nil && kafka.IsRetriable(err):
@@ -285,6 +301,14 @@ func (s *resetScope) apply(kctx context.Context, group, topic string) error {
 	if err != nil {
 		return s.kafkaWait(fmt.Sprintf("reading back the start offsets of share group %s (the offsets were applied)", group), err)
 	}
+	return s.readBack(kctx, group, topic, after, kept)
+}
+
+// readBack records the start offsets read after an apply (or instead of one, where every
+// partition already showed the reset: kept names those past their target) and ends the reset
+// Complete, applies again, or fails (planReadBack).
+func (s *resetScope) readBack(kctx context.Context, group, topic string, after map[int32]int64, kept []string) error {
+	st := &s.or.Status
 	atTarget, off := recordAfter(st, after)
 	msg := fmt.Sprintf("share group %s on topic %s: %s applied (%s); read back: %d of %d partition(s) at their target", group, topic, st.Target, describeTargets(st), atTarget, len(st.Partitions))
 	if len(kept) > 0 {
@@ -292,13 +316,15 @@ func (s *resetScope) apply(kctx context.Context, group, topic string) error {
 	}
 	var members int32
 	known := true
+	if st.Members != nil {
+		members = *st.Members
+	}
 	if atTarget < len(st.Partitions) {
 		gs, derr := s.cl.DescribeShareGroups(kctx, group)
 		if known = derr == nil; known {
 			members = gs[group].Members
 			st.Members = &members
 		}
-		st.ApplyAttempts++
 	}
 	switch planReadBack(atTarget, len(st.Partitions), members, known, st.ApplyAttempts) {
 	case readBackRetry:
@@ -346,9 +372,9 @@ func (s *resetScope) waitMembers(group string, members int32) error {
 		waited = s.r.now().Sub(c.LastTransitionTime.Time)
 	}
 	if waited == 0 {
-		emitEvent(s.r.Recorder, s.or, corev1.EventTypeNormal, kqv1.ReasonMembersPresent, "ResetOffsets", membersMessage(group, members, kqv1.MembersPolicyWait))
+		emitEvent(s.r.Recorder, s.or, corev1.EventTypeNormal, kqv1.ReasonMembersPresent, "ResetOffsets", membersMessage(group, members, kqv1.MembersPolicyWait, s.or.Status.ApplyAttempts > 0))
 	}
-	return &waitError{Reason: kqv1.ReasonMembersPresent, Message: membersMessage(group, members, kqv1.MembersPolicyWait), After: membersRecheck(waited)}
+	return &waitError{Reason: kqv1.ReasonMembersPresent, Message: membersMessage(group, members, kqv1.MembersPolicyWait, s.or.Status.ApplyAttempts > 0), After: membersRecheck(waited)}
 }
 
 // waiting sets Complete=False with reason and phase Waiting (Applying once targets are

@@ -55,7 +55,8 @@ func (r *testRig) resetQueueIn(t *testing.T, name string, partitions int32) (str
 // each with record timestamp ts (zero: now), and waits for every ack.
 func (r *testRig) produceAt(t *testing.T, topic, prefix string, n int, partitions int32, ts time.Time) []string {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.kafka.BootstrapServers()...), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.kafka.BootstrapServers()...), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.UnknownTopicRetries(-1)) // a new topic can trail in a broker's metadata
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,34 +84,34 @@ func recordTargets(st *kqv1.OffsetResetStatus, before, targets map[int32]int64, 
 	}
 }
 
-// moved reports whether a share-partition start offset cur, read after the targets were
-// recorded, already shows pr's reset, or shows consumers past it, so that applying pr's
-// target would move the group backwards over records acknowledged since (issue 30: a purge
-// resumed by a restarted manager rewound 20→10). A forward move (a purge, or a partition the
-// group held no state for) is shown by cur at or past the target; a rewind (a replay) by cur
-// below where the group was when the targets were recorded. A target equal to the start
-// offset before shows nothing either way: Kafka's start offset trails acknowledgements
-// (docs/kafka-findings.md), so such a reset may still redeliver. Pure.
-func moved(pr kqv1.PartitionOffsetReset, cur int64) bool {
+// shows reports whether a share-partition start offset cur, read after an apply of pr may
+// have been sent, shows that it took (perhaps with consumers gone on since), so that sending
+// it again would move the group back over records acknowledged since (issue 30: a purge
+// resumed by a restarted manager rewound 20→10; a replay resumed after consumers passed its
+// old position replayed twice). A forward move (a purge, or a partition the group held no
+// state for) shows as cur at or past the target; a rewind (a replay) as cur anywhere but
+// where the group was when the targets were recorded (before), since only a reset moves a
+// start offset back. A target equal to before shows nothing either way. Pure.
+func shows(pr kqv1.PartitionOffsetReset, cur int64) bool {
 	switch {
 	case pr.Before == nil || pr.Target > *pr.Before:
 		return cur >= pr.Target
 	case pr.Target < *pr.Before:
-		return cur < *pr.Before
+		return cur != *pr.Before
 	}
-	return false
+	return cur == pr.Target
 }
 
-// resumeTargets are the recorded targets to apply, given the start offsets read just before
-// the apply. A first apply (resumed false: this reconcile resolved them) applies every
-// target, as asked. A resumed one (a manager stopped between the apply and Complete, or an
-// apply read back without effect) leaves a partition whose offset already shows the reset
-// (moved) where it is and names it in kept ("partition 0 at 20, past its target 10"), so a
-// purge is never moved back and a replay not replayed twice. Pure.
-func resumeTargets(st *kqv1.OffsetResetStatus, current map[int32]int64, resumed bool) (apply map[int32]int64, kept []string) {
+// resumeTargets are the recorded targets to apply, given the start offsets read just before.
+// While no apply was ever sent (status.applyAttempts 0: the targets were only recorded) every
+// target is applied, as asked: Kafka's start offset trails acknowledgements, so it cannot
+// say what the group has delivered. Once one was sent (a manager stopped between the apply
+// and Complete, or an apply read back without effect), a partition whose offset shows it
+// took is left where it is and named in kept ("partition 0 at 20, past its target 10"). Pure.
+func resumeTargets(st *kqv1.OffsetResetStatus, current map[int32]int64) (apply map[int32]int64, kept []string) {
 	apply = make(map[int32]int64, len(st.Partitions))
 	for _, pr := range st.Partitions {
-		if cur, ok := current[pr.Partition]; resumed && ok && moved(pr, cur) {
+		if cur, ok := current[pr.Partition]; st.ApplyAttempts > 0 && ok && shows(pr, cur) {
 			switch {
 			case cur > pr.Target:
 				kept = append(kept, fmt.Sprintf("partition %d at %d, past its target %d", pr.Partition, cur, pr.Target))
@@ -126,7 +126,7 @@ func resumeTargets(st *kqv1.OffsetResetStatus, current map[int32]int64, resumed 
 }
 
 // recordAfter writes the start offsets read back after the apply into status and returns how
-// many partitions show their reset (at the target, or consumers past it: moved) and a
+// many partitions show their reset (at the target, or consumers past it: shows) and a
 // summary of those that do not ("partition 2 at 7, target 5"). A partition the group reports
 // no state for has no after. Pure.
 func recordAfter(st *kqv1.OffsetResetStatus, after map[int32]int64) (atTarget int, off []string) {
@@ -139,7 +139,7 @@ func recordAfter(st *kqv1.OffsetResetStatus, after map[int32]int64) (atTarget in
 			continue
 		}
 		pr.After = &a
-		if a == pr.Target || moved(*pr, a) && a >= pr.Target {
+		if a == pr.Target || shows(*pr, a) && a >= pr.Target {
 			atTarget++
 		} else {
 			off = append(off, fmt.Sprintf("partition %d at %d, target %d", pr.Partition, a, pr.Target))
@@ -189,11 +189,18 @@ func membersRecheck(waited time.Duration) time.Duration {
 	return min(max(waited/4, 2*time.Second), time.Minute)
 }
 
-// membersMessage names the member count and what the reset does about it. Pure.
-func membersMessage(group string, members int32, policy kqv1.MembersPolicy) string {
+// membersMessage names the member count and what the reset does about it; sent says an
+// apply was sent before (its targets do not all show in the group). Pure.
+func membersMessage(group string, members int32, policy kqv1.MembersPolicy, sent bool) string {
 	what := "waiting for it to be empty (whenMembersPresent Wait); nothing was applied: stop the consumers, or delete this OffsetReset"
 	if policy == kqv1.MembersPolicyFail {
 		what = "not applied (whenMembersPresent Fail): stop the consumers and create another OffsetReset"
+	}
+	if sent {
+		what = "waiting for it to be empty (whenMembersPresent Wait) to apply the partitions that do not show the reset: an apply was sent before this manager's restart, and its read-back does not show every target; stop the consumers, or delete this OffsetReset"
+		if policy == kqv1.MembersPolicyFail {
+			what = "ending (whenMembersPresent Fail): an apply was sent before this manager's restart and its read-back does not show every target, so some partitions may have moved; check them (kafka-share-groups.sh --describe --offsets) before creating another OffsetReset"
+		}
 	}
 	return fmt.Sprintf("share group %s has %d member(s); Kafka alters share-group offsets only while the group is empty (AlterShareGroupOffsets, KIP-932): %s", group, members, what)
 }

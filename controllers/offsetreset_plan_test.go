@@ -80,7 +80,7 @@ func TestRecordTargetsAndAfter(t *testing.T) {
 	if st.ResolvedAt == nil || !st.ResolvedAt.Time.Equal(now) || st.ResolvedTimestamp != nil {
 		t.Errorf("resolvedAt %v resolvedTimestamp %v", st.ResolvedAt, st.ResolvedTimestamp)
 	}
-	if got, kept := resumeTargets(&st, nil, false); len(got) != 3 || got[0] != 5 || got[1] != 6 || got[2] != 9 || kept != nil {
+	if got, kept := resumeTargets(&st, nil); len(got) != 3 || got[0] != 5 || got[1] != 6 || got[2] != 9 || kept != nil {
 		t.Errorf("targets to apply on a first apply %v (kept %v), want every recorded target", got, kept)
 	}
 	if got := describeTargets(&st); got != "p0 -→5, p1 4→6, p2 -→9" {
@@ -104,7 +104,7 @@ func TestMembersRecheckBacksOff(t *testing.T) {
 			t.Errorf("after waiting %v: recheck in %v, want %v", c.waited, got, c.want)
 		}
 	}
-	if m := membersMessage("g", 3, kqv1.MembersPolicyWait); !strings.Contains(m, "share group g has 3 member(s)") || !strings.Contains(m, "Wait") {
+	if m := membersMessage("g", 3, kqv1.MembersPolicyWait, false); !strings.Contains(m, "share group g has 3 member(s)") || !strings.Contains(m, "Wait") {
 		t.Errorf("message %q", m)
 	}
 }
@@ -138,7 +138,10 @@ func TestPlanReadBack(t *testing.T) {
 
 // A resumed apply (issue 30: a manager stopped between the apply and Complete) never moves a
 // purge back over records acknowledged since, nor replays a replay twice; a partition that
-// does not show the reset is applied. The read-back counts the same partitions as done.
+// does not show the reset is applied. Before any apply was sent, every target is applied
+// (the start offset trails acknowledgements; a breaker's toEarliest on a group with no state
+// was skipped when consumers had joined before the first apply). The read-back counts the
+// same partitions as done.
 func TestResumeTargetsNeverMoveBack(t *testing.T) {
 	i := func(v int64) *int64 { return &v }
 	st := kqv1.OffsetResetStatus{Partitions: []kqv1.PartitionOffsetReset{
@@ -149,31 +152,33 @@ func TestResumeTargetsNeverMoveBack(t *testing.T) {
 		{Partition: 4, Before: i(7), Target: 7},  // at its start offset: shows nothing either way
 	}}
 	for _, c := range []struct {
-		name      string
-		first     bool
-		current   map[int32]int64
-		apply     string
-		kept      []string
-		atTarget  int
-		offPrefix []string
+		name     string
+		sent     int32
+		current  map[int32]int64
+		apply    string
+		kept     []string
+		atTarget int
 	}{
-		{name: "resumed, nothing moved", current: map[int32]int64{1: 4, 2: 20, 3: 20, 4: 7},
-			apply: "map[0:10 1:10 2:5 3:5 4:7]", atTarget: 1},
-		{name: "resumed, applied, then consumers acknowledged", current: map[int32]int64{0: 20, 1: 10, 2: 9, 3: 5, 4: 8},
+		{name: "sent, nothing moved", sent: 1, current: map[int32]int64{1: 4, 2: 20, 3: 20, 4: 7},
+			apply: "map[0:10 1:10 2:5 3:5]", atTarget: 1},
+		{name: "sent, took, then consumers acknowledged", sent: 1, current: map[int32]int64{0: 20, 1: 10, 2: 9, 3: 5, 4: 8},
 			apply: "map[4:7]", kept: []string{"partition 0 at 20, past its target 10", "partition 2 at 9, past its target 5"}, atTarget: 4},
-		{name: "resumed, apply never took, consumers acknowledged", current: map[int32]int64{0: 3, 1: 6, 2: 25, 3: 20, 4: 7},
-			apply: "map[0:10 1:10 2:5 3:5 4:7]", atTarget: 1},
-		{name: "resumed, another reset moved a replay further back", current: map[int32]int64{0: 10, 1: 10, 2: 2, 3: 5, 4: 7},
-			apply: "map[4:7]", kept: []string{"partition 2 at 2, behind its target 5: moved back by another reset since the targets were recorded"}, atTarget: 4},
-		// Kafka's start offset trails acknowledgements: on a first apply every target is
-		// applied, as asked, whatever the start offset reads (the group may have delivered
-		// past it).
-		{name: "first apply", first: true, current: map[int32]int64{0: 20, 1: 10, 2: 9, 3: 5, 4: 8},
+		// The breaker's replay: applied (25→0), consumers went past its old position (36).
+		{name: "sent, a replay took and consumers passed its old position", sent: 1, current: map[int32]int64{0: 10, 1: 10, 2: 36, 3: 5, 4: 7},
+			apply: "map[]", kept: []string{"partition 2 at 36, past its target 5"}, atTarget: 5},
+		{name: "sent, never took, consumers acknowledged", sent: 1, current: map[int32]int64{0: 3, 1: 6, 2: 20, 3: 20, 4: 7},
+			apply: "map[0:10 1:10 2:5 3:5]", atTarget: 1},
+		{name: "sent, another reset moved a replay further back", sent: 2, current: map[int32]int64{0: 10, 1: 10, 2: 2, 3: 5, 4: 7},
+			apply: "map[]", kept: []string{"partition 2 at 2, behind its target 5: moved back by another reset since the targets were recorded"}, atTarget: 4},
+		// Recorded, never sent: every target, whatever the start offsets read (the
+		// breaker's toEarliest: consumers created the group's state at 10 and took 5).
+		{name: "never sent", current: map[int32]int64{0: 15, 1: 10, 2: 9, 3: 5, 4: 8},
 			apply: "map[0:10 1:10 2:5 3:5 4:7]", atTarget: 4},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st := *st.DeepCopy()
-			apply, kept := resumeTargets(&st, c.current, !c.first)
+			st.ApplyAttempts = c.sent
+			apply, kept := resumeTargets(&st, c.current)
 			if fmt.Sprint(apply) != c.apply || fmt.Sprint(kept) != fmt.Sprint(c.kept) {
 				t.Errorf("resumeTargets = %v, kept %q; want %s, kept %q", apply, kept, c.apply, c.kept)
 			}

@@ -91,8 +91,8 @@ func TestOffsetResetWhoseApplyDidNotTakeAppliesAgain(t *testing.T) {
 	if or.Status.Phase != kqv1.OffsetResetComplete || c == nil || !strings.Contains(c.Message, "read back: 3 of 3 partition(s) at their target") {
 		t.Fatalf("reset ended %s (%+v); want Complete on a read-back of every target after the apply that did not take", or.Status.Phase, c)
 	}
-	if or.Status.ApplyAttempts != 1 || calls.Load() != 2 {
-		t.Errorf("applyAttempts %d, read-backs %d: want 1 apply that did not take, then a second apply read back", or.Status.ApplyAttempts, calls.Load())
+	if or.Status.ApplyAttempts != 2 || calls.Load() != 2 {
+		t.Errorf("applyAttempts %d, read-backs %d: want 2 applies sent (one that did not take), each read back", or.Status.ApplyAttempts, calls.Load())
 	}
 	assertTargets(t, or, end, false)
 	if got := r.startOffsets(t, group, topic); fmt.Sprint(got) != fmt.Sprint(end) {
@@ -167,19 +167,7 @@ func TestResumedPurgeIsNotMovedBack(t *testing.T) {
 	topic, group := sq.Status.TopicName, sq.Status.GroupID
 	old := r.produceAt(t, topic, "old", 10, 1, time.Time{})
 
-	stopped, resume := make(chan struct{}), make(chan struct{})
-	var calls atomic.Int32
-	resetApplyHooks.set(t, ns, func(ctx context.Context, _ *kqv1.OffsetReset) error {
-		if calls.Add(1) != 1 {
-			return nil
-		}
-		close(stopped)
-		select {
-		case <-resume:
-		case <-time.After(2 * time.Minute):
-		}
-		return fmt.Errorf("test: the manager stopped between the apply and its read-back")
-	})
+	stopped, resume, calls := stopAfterFirstApply(t, ns)
 	or := r.createReset(t, newReset(ns, sq.Name, func(s *kqv1.OffsetResetSpec) { s.ToLatest = yes }))
 	select {
 	case <-stopped:
@@ -221,6 +209,9 @@ func TestResumedPurgeIsNotMovedBack(t *testing.T) {
 	if p := or.Status.Partitions[0]; p.After == nil || *p.After != 20 {
 		t.Errorf("status.partitions %+v, want after 20 (what was read back)", p)
 	}
+	if or.Status.ApplyAttempts != 1 || calls.Load() != 1 {
+		t.Errorf("applyAttempts %d, applies read back %d: want the one apply, not sent again", or.Status.ApplyAttempts, calls.Load())
+	}
 	fresh := r.produceAt(t, topic, "new", 3, 1, time.Time{})
 	got := r.shareConsume(t, group, topic, fresh)
 	for _, v := range append(old, acked...) {
@@ -228,4 +219,55 @@ func TestResumedPurgeIsNotMovedBack(t *testing.T) {
 			t.Errorf("record %s (purged, or acknowledged before the resume) was delivered again %d time(s)", v, got[v])
 		}
 	}
+}
+
+// A breaker's finding on issue 30: with whenMembersPresent Fail, a reset whose apply took just
+// before its manager stopped, then a consumer joined, ended Failed/MembersPresent saying "not
+// applied ... create another OffsetReset" while Kafka held its offsets: following that advice
+// replays twice. Once an apply was sent, what the group shows decides: here the purge shows,
+// so the reset is Complete on that read-back although a member is present.
+func TestResumedResetWithAMemberCompletesOnWhatKafkaShows(t *testing.T) {
+	t.Parallel()
+	r := startRig(t)
+	ns, sq := r.resetQueueIn(t, "joined", 1)
+	topic, group := sq.Status.TopicName, sq.Status.GroupID
+	r.produceAt(t, topic, "old", 10, 1, time.Time{})
+	stopped, resume, calls := stopAfterFirstApply(t, ns)
+	or := r.createReset(t, newReset(ns, sq.Name, func(s *kqv1.OffsetResetSpec) {
+		s.ToLatest, s.WhenMembersPresent = yes, kqv1.MembersPolicyFail
+	}))
+	select {
+	case <-stopped:
+	case <-time.After(90 * time.Second):
+		t.Fatal("the reset was never applied")
+	}
+	r.joinMember(t, group, topic)
+	close(resume)
+	or = r.waitReset(t, or, 90*time.Second, conditionWith(kqv1.ConditionComplete, metav1.ConditionTrue, kqv1.ReasonOffsetsReset,
+		"read back: 1 of 1 partition(s) at their target"))
+	if or.Status.ApplyAttempts != 1 || calls.Load() != 1 {
+		t.Errorf("applyAttempts %d, applies read back %d: want the one apply, not sent again", or.Status.ApplyAttempts, calls.Load())
+	}
+	if got := r.startOffsets(t, group, topic); got[0] != 10 {
+		t.Errorf("start offset %v, want the purge's 10", got)
+	}
+}
+
+// stopAfterFirstApply makes the first apply of ns's reset stop as a manager gone between the
+// apply and its read-back: the reconcile is held until resume is closed (stopped is closed
+// when it is reached), then ends with nothing more written. calls counts the applies.
+func stopAfterFirstApply(t *testing.T, ns string) (stopped, resume chan struct{}, calls *atomic.Int32) {
+	stopped, resume, calls = make(chan struct{}), make(chan struct{}), &atomic.Int32{}
+	resetApplyHooks.set(t, ns, func(ctx context.Context, _ *kqv1.OffsetReset) error {
+		if calls.Add(1) != 1 {
+			return nil
+		}
+		close(stopped)
+		select {
+		case <-resume:
+		case <-time.After(2 * time.Minute):
+		}
+		return fmt.Errorf("test: the manager stopped between the apply and its read-back")
+	})
+	return stopped, resume, calls
 }

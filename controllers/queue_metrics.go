@@ -126,12 +126,17 @@ func (m *queueMetrics) setDepth(round uint64, namespace, name string, backlog, o
 }
 
 // clearDepth removes a queue's series that must not outlive a read (backlog, lag, oldest
-// age, unread partitions) when poller round could not read it, at now (Unix seconds; 0: it
-// was not tried); its last read time stays, and a queue never read since the start gets
-// its unread-since time.
+// age, unread partitions) when poller round could not read it, at now (Unix seconds); its
+// last read time stays, and a queue never read since the start gets its unread-since time.
+// now 0 says it was not tried (it does not own its topic or group): its read times go too.
 func (m *queueMetrics) clearDepth(round uint64, namespace, name string, now float64) {
 	m.update(namespace, name, func(f *queueFigures) {
 		f.hasDepth, f.polled = false, round
+		if now == 0 {
+			// Not tried (a Conflict): no read time either, or a frozen last read would say
+			// the backlog is not being read (a breaker's finding on issue 34).
+			f.hasLastRead, f.hasUnreadSince = false, false
+		}
 		if now > 0 && !f.hasLastRead && !f.hasUnreadSince {
 			f.hasUnreadSince, f.unreadSince = true, now
 		}

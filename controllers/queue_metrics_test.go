@@ -111,6 +111,10 @@ kafkaqueues_queue_depth_last_read_timestamp_seconds{name="orders",namespace="tea
 `, append(all, "kafkaqueues_queue_depth_unread_since_timestamp_seconds")...)
 	m.setDepth(round, "team-c", "orders", 1, 1, 0, 1_700_000_140)
 	expect("read at last", "", "kafkaqueues_queue_depth_unread_since_timestamp_seconds")
+	// Then not tried (it went into Conflict over its group): no read time is left to go stale.
+	m.clearDepth(round, "team-c", "orders", 0)
+	expect("not tried", readHead+`kafkaqueues_queue_depth_last_read_timestamp_seconds{name="orders",namespace="team-a"} 1.70000003e+09
+`, "kafkaqueues_queue_depth_last_read_timestamp_seconds", "kafkaqueues_queue_depth_unread_since_timestamp_seconds")
 	m.forgetQueue("team-c", "orders")
 
 	// Deleted: every series of the queue goes, and its record with them.

@@ -113,8 +113,12 @@ func eventually(t *testing.T, timeout time.Duration, cond func() string) {
 	rig.Eventually(t, timeout, cond)
 }
 
+// ctxFor is a context for t's calls. Many tests take one at their start for all their calls:
+// its bound is the whole test's, not one call's (a 2-minute bound failed
+// TestDepthMetricsFollowTheBacklog with "context deadline exceeded" at 170 s on a loaded
+// machine); each wait has its own timeout (eventually).
 func ctxFor(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }

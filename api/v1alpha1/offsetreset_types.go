@@ -171,9 +171,11 @@ type OffsetResetStatus struct {
 	// +listType=map
 	// +listMapKey=partition
 	Partitions []PartitionOffsetReset `json:"partitions,omitempty"`
-	// applyAttempts counts the applies whose read-back did not show every target while the
-	// group had no member that could have moved them; the reset applies again, and fails
-	// after 3 such attempts naming what it read.
+	// applyAttempts counts the applies sent to Kafka, each recorded before it is sent. A
+	// manager that restarts with applyAttempts above 0 knows an apply may have taken and
+	// leaves partitions that show it where they are. An apply whose read-back does not show
+	// every target, with no member in the group that could have moved them, is sent again;
+	// after 3 the reset fails naming what it read.
 	// +optional
 	ApplyAttempts int32 `json:"applyAttempts,omitempty"`
 	// completionTime is when the reset completed or failed.

@@ -39,7 +39,7 @@ func TestProgressLine(t *testing.T) {
 // kqo.reason and kqo.source.partition headers, a unique value.
 func produceDeadLetters(t *testing.T, topic, prefix string, n int, reason func(i int) string) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(localBootstrap(t)...), kgo.DefaultProduceTopic(topic))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(localBootstrap(t)...), kgo.DefaultProduceTopic(topic), kgo.UnknownTopicRetries(-1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -291,6 +291,11 @@ func misspeltKeys(md map[string]string) error {
 		if slices.Contains(ours, k) || slices.Contains(kedaKeys, k) {
 			continue
 		}
+		if base, ok := strings.CutSuffix(k, "FromEnv"); ok && slices.Contains(ours, base) {
+			// KEDA resolves ...FromEnv for its built-in scalers only; an external scaler gets
+			// the key as written and cannot see the workload's environment.
+			return fmt.Errorf("scaler metadata %s: this scaler cannot read the workload's environment (KEDA passes the key as written to an external scaler): set %s itself", k, base)
+		}
 		for _, o := range ours {
 			if strings.EqualFold(k, o) || editDistance(strings.ToLower(k), strings.ToLower(o)) <= 2 {
 				return fmt.Errorf("scaler metadata %s is not a key this scaler reads: did you mean %s?", k, o)

@@ -44,6 +44,7 @@ func TestParseTrigger(t *testing.T) {
 		{"NaN", "shop", map[string]string{"shareQueue": "orders", "backlogPerReplica": "NaN"}, trigger{}, `backlogPerReplica "NaN"`},
 		{"negative activation", "shop", map[string]string{"shareQueue": "orders", "activationBacklog": "-1"}, trigger{}, `activationBacklog "-1": must be a number from 0 to 1e+15`},
 		{"misspelt key", "shop", map[string]string{"shareQueue": "orders", "backlogPerReplicas": "5"}, trigger{}, `scaler metadata backlogPerReplicas is not a key this scaler reads: did you mean backlogPerReplica?`},
+		{"FromEnv", "shop", map[string]string{"shareQueue": "orders", "backlogPerReplicaFromEnv": "TARGET"}, trigger{}, `scaler metadata backlogPerReplicaFromEnv: this scaler cannot read the workload's environment`},
 		{"key in another case", "shop", map[string]string{"sharequeue": "orders"}, trigger{}, `did you mean shareQueue?`},
 		{"KEDA's own keys and others pass", "shop", map[string]string{"shareQueue": "orders", "scalerAddress": "kqo:9090", "unsafeSsl": "false", "team": "payments"},
 			trigger{queue: types.NamespacedName{Namespace: "shop", Name: "orders"}, backlogPerReplica: DefaultBacklogPerReplica}, ""},

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	kqv1 "github.com/kafkaqueues/kafka-queue-operator/api/v1alpha1"
+	"github.com/kafkaqueues/kafka-queue-operator/internal/kafka"
 	"github.com/kafkaqueues/kafka-queue-operator/test/rig"
 )
 
@@ -44,7 +45,7 @@ func TestCheckCatchesAWrongOldestRecordTime(t *testing.T) {
 	// Every topic: its oldest record an hour old in partition 2, a fresh one in 0 and 1.
 	now := time.Now().Truncate(time.Second)
 	old, fresh := now.Add(-time.Hour), now.Add(-time.Minute)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.kafka.BootstrapServers()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.kafka.BootstrapServers()...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.UnknownTopicRetries(-1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,6 +182,45 @@ func TestCheckSkipsAResetOfATopicMadeAgain(t *testing.T) {
 		}
 		if len(rep.Findings) > 0 || rep.ClaimsByKind[KindOffsetReset] != 0 {
 			return fmt.Sprintf("after the topic was made again: findings %v, OffsetReset claims %d; want none and 0 (the reset was on the old topic)", rep.Findings, rep.ClaimsByKind[KindOffsetReset])
+		}
+		return ""
+	})
+
+	// A second breaker finding: a topic made again by hand, while the queue (paused here)
+	// still holds the old id. The newest reset was resolved on the queue's id; Kafka's topic
+	// is another now, so the reset claims nothing there either.
+	or2 := &kqv1.OffsetReset{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "purge-again"}, Spec: kqv1.OffsetResetSpec{
+		QueueRef: kqv1.QueueReference{Name: "remade"}, ToLatest: ptr.To(true)}}
+	s.create(t, or2)
+	s.waitComplete(t, or2)
+	if err := s.k8s.Get(ctx, client.ObjectKeyFromObject(q), q); err != nil {
+		t.Fatal(err)
+	}
+	base := q.DeepCopy()
+	q.Annotations = map[string]string{kqv1.ReconcileAnnotation: kqv1.ReconcilePaused}
+	if err := s.k8s.Patch(ctx, q, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.admin.DeleteTopics(ctx, q.Status.TopicName); err != nil {
+		t.Fatal(err)
+	}
+	rig.Eventually(t, 60*time.Second, func() string {
+		out, err := s.admin.CreateTopics(ctx, []kafka.NewTopic{{Name: q.Status.TopicName, Partitions: 1, ReplicationFactor: 1}})
+		if err != nil {
+			return err.Error()
+		}
+		if e := out[q.Status.TopicName].Err; e != nil {
+			return e.Error() // TOPIC_ALREADY_EXISTS while the deletion completes
+		}
+		return ""
+	})
+	rig.Eventually(t, 60*time.Second, func() string {
+		rep, err := Check(ctx, s.k8s, Options{Namespace: ns, SkipJoin: true})
+		if err != nil {
+			return err.Error()
+		}
+		if f := find(rep, KindOffsetReset, "purge-again", "status.partitions[].after"); len(f) > 0 || rep.ClaimsByKind[KindOffsetReset] != 0 {
+			return fmt.Sprintf("after the topic was made again by hand: reset findings %v, OffsetReset claims %d; want none and 0", f, rep.ClaimsByKind[KindOffsetReset])
 		}
 		return ""
 	})

@@ -36,17 +36,13 @@ func resolvedAt(or *kqv1.OffsetReset) int64 {
 // read back or later (issue 30, case 2: a reset said Complete while the group held no state
 // for any partition, and a consumer got the records the reset had skipped). A reset older than
 // its queue (the group may have been deleted and made again since), or resolved on a topic id
-// other than the queue's (the topic was deleted and made again since), claims nothing here.
+// other than the topic's now (deleted and made again since), claims nothing here.
 func (ck *checker) checkResets(ctx context.Context, cl *kafka.Client, w *world) {
 	newest := map[string]*kqv1.OffsetReset{}
 	for _, k := range sortedKeys(w.resets) {
 		or := w.resets[k]
 		q := w.allQueues[or.Namespace+"/"+or.Spec.QueueRef.Name]
 		if q == nil || q.Status.GroupID != or.Status.GroupID || or.CreationTimestamp.Before(&q.CreationTimestamp) {
-			continue
-		}
-		if or.Status.TopicID != "" && q.Status.TopicID != "" && or.Status.TopicID != q.Status.TopicID {
-			// Resolved on a topic since deleted and made again: its offsets were in that log.
 			continue
 		}
 		if cur := newest[or.Status.GroupID]; cur == nil || resolvedAt(or) > resolvedAt(cur) {
@@ -56,6 +52,24 @@ func (ck *checker) checkResets(ctx context.Context, cl *kafka.Client, w *world) 
 	for _, g := range sortedKeys(newest) {
 		or := newest[g]
 		rctx, cancel := context.WithTimeout(ctx, ck.opts.Timeout)
+		if or.Status.TopicID != "" {
+			// Resolved on a topic since deleted and made again (by the queue, or by hand): its
+			// offsets were in that log, and the group's state in this one says nothing of them.
+			ts, err := cl.DescribeTopics(rctx, or.Status.Topic)
+			if err == nil {
+				err = ts[or.Status.Topic].Err
+			}
+			if err != nil && !kafka.IsUnknownTopic(err) {
+				cancel()
+				ck.unverifiable(KindOffsetReset, or.Namespace, or.Name, "describing topic %s: %v", or.Status.Topic, err)
+				continue
+			}
+			if err != nil || ts[or.Status.Topic].ID != or.Status.TopicID {
+				// Gone, or another topic of that name.
+				cancel()
+				continue
+			}
+		}
 		starts, err := cl.ShareStartOffsets(rctx, g, or.Status.Topic)
 		cancel()
 		if err != nil {

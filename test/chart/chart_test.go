@@ -184,7 +184,7 @@ func TestReadmeInstallIsTheDocsInstall(t *testing.T) {
 	}
 	// Every marked block of docs/install.md is run by some test below.
 	run := map[string]bool{"install": true, "install-without-kafka": true, "add-kafka": true, "own-kafkacluster": true,
-		"queue": true, "upgrade": true, "migrate-from-0.1": true, "uninstall": true, "reinstall": true, "gitops": true,
+		"queue": true, "upgrade": true, "rollback": true, "migrate-from-0.1": true, "uninstall": true, "reinstall": true, "gitops": true,
 		// run by test/node (make test-node) on a real node, after README's install
 		"republisher-app": true,
 		// run by TestInstallFromReleaseArtifacts on the packaged charts

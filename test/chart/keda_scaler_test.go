@@ -102,11 +102,19 @@ func TestKEDAScalerDocsManifests(t *testing.T) {
 			t.Errorf("render %v: %v, want an error naming kedaScaler", tc.args, err)
 		}
 	}
+	// Above 30 s the manager refuses to start (a breaker's finding: 1m rendered, then the
+	// Pod crash-looped); the chart says so first.
+	for _, v := range []string{"1m", "31s", "30.5s", "45000ms"} {
+		if _, err := render("--set", "manager.depthInterval="+v); err == nil || !strings.Contains(err.Error(), "manager.depthInterval "+v+": the manager reads queue depth at most every 30s") {
+			t.Errorf("render manager.depthInterval=%s: %v, want refused naming the 30s bound", v, err)
+		}
+	}
 	// A disabled port clashes with nothing (a breaker's finding: metrics.enabled=false with
 	// metrics.port 9090 refused kedaScaler.port 9090); an interval that is not zero is taken.
 	for _, args := range [][]string{
 		{"--set", "kedaScaler.enabled=true", "--set", "metrics.enabled=false", "--set", "metrics.port=9090"},
 		{"--set", "kedaScaler.enabled=true", "--set", "manager.depthInterval=0m10s"},
+		{"--set", "manager.depthInterval=30s"}, {"--set", "manager.depthInterval=500ms"}, {"--set", "manager.depthInterval=0s"},
 	} {
 		if _, err := render(args...); err != nil {
 			t.Errorf("render %v: %v, want it rendered", args, err)

@@ -175,7 +175,7 @@ func TestNodeEndToEnd(t *testing.T) {
 	opPod := onlyPod(ctx, t, cs, releaseNS, "app.kubernetes.io/instance="+release)
 	checkRestrictedPod(t, opPod, "manager")
 	// The released image's manager says which release it is.
-	if out := sh.Run("kubectl -n " + releaseNS + " logs " + opPod.Name + " -c manager"); !strings.Contains(out, `"version": "`+relVersion+` (commit nodetest`) {
+	if out := sh.Run("kubectl -n " + releaseNS + " logs " + opPod.Name + " -c manager"); !strings.Contains(out, `"version":"`+relVersion+` (commit nodetest`) {
 		t.Errorf("the operator Pod's log does not name release %s in its start line:\n%s", relVersion, head(strings.Split(out, "\n")))
 	}
 	checkProcessUser(t, "/manager", 65532)

@@ -50,7 +50,10 @@ func ProduceAndShareConsume(ctx context.Context, bootstrap []string, topic, grou
 // ProduceSpread writes n records ("r0", "r1", ...) to topic, spread over its partitions round
 // robin, and returns once all are acknowledged.
 func ProduceSpread(ctx context.Context, bootstrap []string, topic string, n int) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		// A topic just made may be missing from a broker's metadata for a moment (the controller
+		// has it first): retry until ctx ends rather than four times.
+		kgo.UnknownTopicRetries(-1))
 	if err != nil {
 		return err
 	}

@@ -71,6 +71,10 @@ helm template or --dry-run: those render the per-release name.)
 {{- if and .Values.watchNamespaces .Values.kafka.bootstrapServers (not (has .Release.Namespace .Values.watchNamespaces)) -}}
 {{- fail (printf "kafka.bootstrapServers creates KafkaCluster %s in the release namespace %s, which watchNamespaces %v leaves out: no manager would probe it and no queue could use it; add %s to watchNamespaces or create the KafkaCluster in a watched namespace" .Values.kafka.name .Release.Namespace .Values.watchNamespaces .Release.Namespace) -}}
 {{- end -}}
+{{- $di := toString .Values.manager.depthInterval -}}
+{{- if not (regexMatch "^(0+h)?(0+m)?((([0-9]|[12][0-9])(\\.[0-9]+)?|30(\\.0+)?)s|[0-9]+(\\.[0-9]+)?(ns|us|µs)|([0-9]{1,4}|[12][0-9]{4}|30000)(\\.0+)?ms|0+)$" $di) -}}
+{{- fail (printf "manager.depthInterval %s: the manager reads queue depth at most every 30s (--depth-interval between 0, off, and 30s): choose 30s or less" $di) -}}
+{{- end -}}
 {{- if .Values.kedaScaler.enabled -}}
 {{- if regexMatch "^(0+(\\.0*)?(ns|us|µs|ms|s|m|h)?)+$" (toString .Values.manager.depthInterval) -}}
 {{- fail (printf "kedaScaler.enabled answers from the depth poller, which manager.depthInterval %v turns off: set manager.depthInterval (30s at most) or disable kedaScaler" .Values.manager.depthInterval) -}}
