@@ -23,8 +23,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/duration"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/resource"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -406,9 +408,80 @@ func runPlan(args []string, stdout io.Writer) error {
 }
 
 type planOptions struct {
-	file string
+	// files is kubectl's -f, -k and -R (cli-runtime's FilenameOptions): files, directories,
+	// URLs, - for stdin, or a kustomization directory.
+	files resource.FilenameOptions
 	// stdin is read for -f - (os.Stdin when nil).
 	stdin io.Reader
+}
+
+// single is the one file (or - for stdin) plan reads itself, reporting each document by
+// number and line; "" when the manifests come through cli-runtime's builder (several -f,
+// a directory, a URL, -R or -k).
+func (o *planOptions) single() string {
+	if fs := o.files.Filenames; len(fs) == 1 && o.files.Kustomize == "" && !o.files.Recursive {
+		if fs[0] == "-" {
+			return fs[0]
+		}
+		if st, err := os.Stat(fs[0]); err == nil && st.Mode().IsRegular() {
+			return fs[0]
+		}
+	}
+	return ""
+}
+
+// read returns the manifests to plan, the documents that are none, and the source's name.
+func (o *planOptions) read(cf *genericclioptions.ConfigFlags) (docs []*manifest, bad []badDocument, source string, err error) {
+	if f := o.single(); f != "" {
+		var data []byte
+		if f == "-" {
+			in := o.stdin
+			if in == nil {
+				in = os.Stdin
+			}
+			data, err = io.ReadAll(in)
+			source = "stdin"
+		} else {
+			data, err = os.ReadFile(f)
+			source = f
+		}
+		if err != nil {
+			return nil, nil, "", err
+		}
+		docs, bad = splitManifests(data)
+		return docs, bad, source, nil
+	}
+	// As kubectl reads them: directories (-R for their subdirectories), URLs, globs, a
+	// kustomization (-k), Lists flattened. Local: nothing is asked of the server here.
+	r := resource.NewBuilder(cf).Local().Unstructured().ContinueOnError().FilenameParam(false, &o.files).Flatten().Do()
+	infos, rerr := r.Infos()
+	for i, info := range infos {
+		u, ok := info.Object.(*unstructured.Unstructured)
+		if !ok {
+			bad = append(bad, badDocument{index: i + 1, err: fmt.Errorf("%s: not an object", info.Source)})
+			continue
+		}
+		docs = append(docs, &manifest{index: i + 1, obj: u})
+	}
+	if rerr != nil {
+		for _, e := range flattenErrors(rerr) {
+			bad = append(bad, badDocument{err: e})
+		}
+	}
+	source = strings.Join(o.files.Filenames, ", ")
+	if o.files.Kustomize != "" {
+		source = "kustomization " + o.files.Kustomize
+	}
+	return docs, bad, source, nil
+}
+
+// flattenErrors lists an aggregate's errors one by one.
+func flattenErrors(err error) []error {
+	var agg utilerrors.Aggregate
+	if errors.As(err, &agg) {
+		return utilerrors.Flatten(agg).Errors()
+	}
+	return []error{err}
 }
 
 // planFieldOwner is the field manager of plan's server-side dry-run applies.
@@ -455,24 +528,19 @@ type planRun struct {
 }
 
 func (o *planOptions) run(cf *genericclioptions.ConfigFlags, stdout, stderr io.Writer) error {
-	if o.file == "" {
-		return usageError{"-f is required: a manifest file, or - for stdin"}
+	if len(o.files.Filenames) == 0 && o.files.Kustomize == "" {
+		return usageError{"-f is required: a manifest file, a directory, a URL, or - for stdin (or -k for a kustomization)"}
 	}
-	var data []byte
-	var err error
-	if o.file == "-" {
-		in := o.stdin
-		if in == nil {
-			in = os.Stdin
-		}
-		data, err = io.ReadAll(in)
-	} else {
-		data, err = os.ReadFile(o.file)
+	if len(o.files.Filenames) > 0 && o.files.Kustomize != "" {
+		return usageError{"-f and -k cannot be given together"}
 	}
+	if o.files.Kustomize != "" && o.files.Recursive {
+		return usageError{"-R goes with -f, not -k"}
+	}
+	docs, bad, source, err := o.read(cf)
 	if err != nil {
 		return err
 	}
-	docs, bad := splitManifests(data)
 	timeout, err := requestTimeout(cf)
 	if err != nil {
 		return usageError{err.Error()}
@@ -487,13 +555,13 @@ func (o *planOptions) run(cf *genericclioptions.ConfigFlags, stdout, stderr io.W
 	defer pv.Close()
 	r := &planRun{c: c, pv: pv, ns: ns, explicitNS: *cf.Namespace, timeout: timeout, stdout: stdout, stderr: stderr,
 		phase: "checked by the apiserver", total: len(docs) + len(bad), start: time.Now(), last: time.Now()}
-	source := o.file
-	if source == "-" {
-		source = "stdin"
-	}
 	for _, b := range bad {
 		r.n.invalid++
-		fmt.Fprintf(stdout, "%s document %d (line %d): not a manifest: %v\n\n", source, b.index, b.line, b.err)
+		if b.line > 0 {
+			fmt.Fprintf(stdout, "%s document %d (line %d): not a manifest: %v\n\n", source, b.index, b.line, b.err)
+		} else {
+			fmt.Fprintf(stdout, "not a manifest: %v\n\n", b.err)
+		}
 		r.progress()
 	}
 	// Every manifest first goes through the server-side dry run, in file order; then the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -601,4 +602,56 @@ func TestPlanSaysWhenRBACNarrowsTheChecks(t *testing.T) {
 	}
 	mustContain(t, section(out, "ShareQueue kq-narrow/kq-narrowed"), "~ create topic kq-narrowed",
 		"NOT CHECKED: ", "you may not list ShareQueues and DeadLetterRoutes in all namespaces: ownership was checked against those in namespace kq-narrow only")
+}
+
+// kqctl plan reads manifests as kubectl does (issue 33, cli-runtime's resource builder): a
+// directory (its subdirectories with -R), several -f, and a kustomization with -k.
+func TestPlanReadsDirectoriesAndKustomizations(t *testing.T) {
+	skipShort(t)
+	queue := func(name string) string {
+		return "apiVersion: kafkaqueues.io/v1alpha1\nkind: ShareQueue\nmetadata: {name: " + name + "}\nspec: {clusterRef: {name: local}}\n"
+	}
+	dir, kz := t.TempDir(), t.TempDir()
+	for path, body := range map[string]string{
+		filepath.Join(dir, "a.yaml"): queue("kq-dir-a"), filepath.Join(dir, "sub", "b.yaml"): queue("kq-dir-b"),
+		filepath.Join(dir, "notes.txt"):         "not read: kubectl reads .yaml, .yml and .json",
+		filepath.Join(kz, "kustomization.yaml"): "namePrefix: kz-\nresources: [q.yaml]\n", filepath.Join(kz, "q.yaml"): queue("kq-k"),
+	} {
+		p := path
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	planned := func(out string, names ...string) (got []string) {
+		for _, n := range names {
+			if strings.Contains(out, "ShareQueue default/"+n+"\n") {
+				got = append(got, n)
+			}
+		}
+		return got
+	}
+	all := []string{"kq-dir-a", "kq-dir-b", "kz-kq-k", "kq-k"}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-f", filepath.Join(dir, "sub"), "-f", filepath.Join(dir, "a.yaml")}, []string{"kq-dir-a", "kq-dir-b"}},
+		{[]string{"-f", dir}, []string{"kq-dir-a"}},
+		{[]string{"-f", dir, "-R"}, []string{"kq-dir-a", "kq-dir-b"}},
+		{[]string{"-k", kz}, []string{"kz-kq-k"}},
+	} {
+		out, err := planOut(t, "", c.args...)
+		if err != nil {
+			t.Errorf("kqctl plan %v: %v", c.args, err)
+		}
+		if got := planned(out, all...); fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("kqctl plan %v planned %v, want %v", c.args, got, c.want)
+		}
+	}
+	if _, err := planOut(t, "", "-f", dir, "-k", kz); exitCode(err) != 2 {
+		t.Errorf("-f with -k: %v (exit %d), want a usage error", err, exitCode(err))
+	}
 }

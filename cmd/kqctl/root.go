@@ -227,15 +227,19 @@ fail at once.
 Exits 1 when a manifest is refused by the apiserver or unreadable, cannot be planned, or has
 a write the brokers refuse; 2 for a usage error. Manifests without a namespace get -n, or the
 kubeconfig's namespace.`,
-		Example: "  " + name + " plan -f manifests.yaml -n shop\n  kustomize build overlays/prod | " + name + " plan -f -",
+		Example: "  " + name + " plan -f manifests.yaml -n shop\n  " + name + " plan -f deploy/ -R\n  " + name + " plan -k overlays/prod\n  kustomize build overlays/prod | " + name + " plan -f -",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.stdin = cmd.InOrStdin()
 			return o.run(cf, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	cmd.Flags().StringVarP(&o.file, "filename", "f", "", "manifest file, - for stdin (every manifest is checked by a server-side dry run; KafkaClusters, ShareQueues and DeadLetterRoutes are planned)")
+	// kubectl's -f, -R and -k, read by cli-runtime's resource builder.
+	cmd.Flags().StringSliceVarP(&o.files.Filenames, "filename", "f", nil, "manifest file, directory, URL or glob, - for stdin; repeatable (every manifest is checked by a server-side dry run; KafkaClusters, ShareQueues and DeadLetterRoutes are planned)")
+	cmd.Flags().BoolVarP(&o.files.Recursive, "recursive", "R", false, "read the directories given with -f and their subdirectories")
+	cmd.Flags().StringVarP(&o.files.Kustomize, "kustomize", "k", "", "a kustomization directory, built as kubectl apply -k builds it")
 	_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
+	_ = cmd.MarkFlagDirname("kustomize")
 	return cmd
 }
 
