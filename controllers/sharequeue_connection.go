@@ -124,15 +124,7 @@ func (q *queueScope) publishConnection(ctx context.Context) error {
 				// removed by hand), it is labelled and written again below.
 				var cur corev1.ConfigMap // fresh: decoding into cm would keep the labels set above
 				if gerr := q.r.APIReader.Get(ctx, client.ObjectKeyFromObject(&cm), &cur); gerr == nil && metav1.IsControlledBy(&cur, sq) {
-					base := cur.DeepCopy()
-					if cur.Labels == nil {
-						cur.Labels = map[string]string{}
-					}
-					cur.Labels[kqv1.ConnectionLabel], cur.Data = sq.Name, want
-					if err := q.r.Patch(ctx, &cur, client.MergeFrom(base)); err != nil {
-						return notPublished(fmt.Sprintf("updating ConfigMap %s/%s (spec.connectionConfigMap.name): %v", sq.Namespace, ref.Name, err))
-					}
-					return nil
+					return q.writeConnection(ctx, &cur, want, notPublished)
 				}
 				return notPublished(fmt.Sprintf("ConfigMap %s/%s (spec.connectionConfigMap.name) exists and is not this ShareQueue's: it is never overwritten; choose another name, or delete it if it is a leftover", sq.Namespace, ref.Name))
 			}
@@ -146,14 +138,20 @@ func (q *queueScope) publishConnection(ctx context.Context) error {
 	case maps.Equal(cm.Data, want) && cm.Labels[kqv1.ConnectionLabel] == sq.Name:
 		return nil
 	}
+	// The label too: the cache can still hold the object when its label was just removed.
+	return q.writeConnection(ctx, &cm, want, notPublished)
+}
+
+// writeConnection patches the queue's own connection ConfigMap cm to carry its label and
+// data want.
+func (q *queueScope) writeConnection(ctx context.Context, cm *corev1.ConfigMap, want map[string]string, notPublished func(string) error) error {
 	base := cm.DeepCopy()
 	if cm.Labels == nil {
 		cm.Labels = map[string]string{}
 	}
-	// The label too: the cache can still hold the object when its label was just removed.
-	cm.Labels[kqv1.ConnectionLabel], cm.Data = sq.Name, want
-	if err := q.r.Patch(ctx, &cm, client.MergeFrom(base)); err != nil {
-		return notPublished(fmt.Sprintf("updating ConfigMap %s/%s (spec.connectionConfigMap.name): %v", sq.Namespace, ref.Name, err))
+	cm.Labels[kqv1.ConnectionLabel], cm.Data = q.sq.Name, want
+	if err := q.r.Patch(ctx, cm, client.MergeFrom(base)); err != nil {
+		return notPublished(fmt.Sprintf("updating ConfigMap %s/%s (spec.connectionConfigMap.name): %v", cm.Namespace, cm.Name, err))
 	}
 	return nil
 }
